@@ -1,0 +1,40 @@
+"""esnb: evolution strategies and reinforcement learning on Dask, notebook-first.
+
+Heavy modules (torch, distributed) load on first use, so a rollout worker that only needs
+numpy and gymnasium starts fast and small.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import esnb.config  # noqa: F401  (registers esnb's dask config defaults)
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "ES": "esnb.runners.es",
+    "Runner": "esnb.runners.base",
+    "make_client": "esnb.cluster",
+    "Controls": "esnb.controls",
+    "Control": "esnb.controls",
+    "NoiseConfig": "esnb.noise",
+    "NoiseTable": "esnb.noise",
+    "make_env": "esnb.envs.make",
+    "CheckpointError": "esnb.record",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'esnb' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,0 +1,77 @@
+"""The ``esnb`` command: ``esnb demo``, ``esnb train <algorithm>``, ``esnb bench <name>``.
+
+Algorithms and benchmarks plug in through the registries below: a trainer module provides
+``add_arguments(parser)``, ``make_runner(args, client)`` and ``budget(args)``; a benchmark
+module provides ``add_arguments(parser)`` and ``run(args) -> int``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+#: ``esnb train <name>`` -> module implementing the trainer protocol
+TRAINERS: dict[str, str] = {
+    "es": "esnb.cli.es",
+}
+
+#: ``esnb bench <name>`` -> module implementing the benchmark protocol
+BENCHMARKS: dict[str, str] = {
+    "es-scaling": "esnb.bench.es_scaling",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from esnb.cli import common
+
+    parser = argparse.ArgumentParser(prog="esnb", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="OpenAI-ES learns HalfCheetah-v5 on 2 local workers")
+    common.add_demo_arguments(demo)
+
+    train = sub.add_parser("train", help="train one algorithm on one environment")
+    algos = train.add_subparsers(dest="algorithm", required=True)
+    for name, module in TRAINERS.items():
+        mod = importlib.import_module(module)
+        p = algos.add_parser(name, help=mod.__doc__.splitlines()[0] if mod.__doc__ else None)
+        common.add_run_arguments(p)
+        mod.add_arguments(p)
+        p.set_defaults(trainer=module)
+
+    bench = sub.add_parser("bench", help="benchmarks measured side by side in one run")
+    benches = bench.add_subparsers(dest="benchmark", required=True)
+    for name, module in BENCHMARKS.items():
+        mod = importlib.import_module(module)
+        p = benches.add_parser(name, help=mod.__doc__.splitlines()[0] if mod.__doc__ else None)
+        mod.add_arguments(p)
+        p.set_defaults(bench=module)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    from esnb.cli import common
+
+    try:
+        if args.command == "demo":
+            return common.run_demo(args)
+        if args.command == "train":
+            return common.run_training(importlib.import_module(args.trainer), args)
+        return int(importlib.import_module(args.bench).run(args) or 0)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"esnb: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("esnb: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from esnb.cli import main
+
+sys.exit(main())

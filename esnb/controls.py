@@ -1,0 +1,298 @@
+"""Live hyperparameters: a schema, validation, and a thread-safe versioned store.
+
+A runner owns one :class:`Controls`. Widgets, the CLI and user code call ``controls.set(...)``
+from any thread; the runner takes one :meth:`Controls.snapshot` per generation or learner step,
+so an update always sees one consistent set of values. A rejected value raises ``ValueError``
+naming the control and what is allowed, and changes nothing: ``set`` validates every value
+before it applies any.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+KINDS = ("float", "int", "bool", "choice", "str")
+
+
+@dataclass(frozen=True)
+class Control:
+    """One hyperparameter.
+
+    Attributes
+    ----------
+    name : str
+        Keyword used in ``controls.set(name=value)``.
+    kind : {"float", "int", "bool", "choice", "str"}
+        Value type.
+    default : Any
+        Value when the runner is created without one.
+    low, high : float, optional
+        Bounds for numbers; ``None`` is unbounded on that side.
+    low_open, high_open : bool
+        Whether the bound itself is excluded (``sigma`` > 0 has ``low=0, low_open=True``).
+    choices : tuple
+        Allowed values of a ``choice`` control.
+    help : str
+        One line shown next to the widget and in error messages.
+    live : bool
+        Whether it may change while the runner runs; fixed ones are set at creation only.
+    log : bool
+        Hint for widgets: a log-scale slider suits it (learning rates, sigma).
+    check : callable, optional
+        Extra check ``check(value) -> error message or None`` (e.g. "must be even").
+    """
+
+    name: str
+    kind: str
+    default: Any
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    choices: tuple = ()
+    help: str = ""
+    live: bool = True
+    log: bool = False
+    check: Callable[[Any], str | None] | None = field(default=None, compare=False)
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"control kind must be one of {KINDS}, got {self.kind!r}")
+        if self.kind == "choice" and not self.choices:
+            raise ValueError(f"choice control {self.name!r} needs choices")
+
+    def allowed(self) -> str:
+        """Human-readable description of the allowed values."""
+        if self.kind == "choice":
+            return "one of " + ", ".join(repr(c) for c in self.choices)
+        if self.kind == "bool":
+            return "True or False"
+        if self.kind == "str":
+            return "a string"
+        lo = "-inf" if self.low is None else f"{self.low:g}"
+        hi = "inf" if self.high is None else f"{self.high:g}"
+        left = "(" if self.low is None or self.low_open else "["
+        right = ")" if self.high is None or self.high_open else "]"
+        what = "an integer" if self.kind == "int" else "a number"
+        return f"{what} in {left}{lo}, {hi}{right}"
+
+    def validate(self, value: Any) -> Any:
+        """Return ``value`` coerced to this control's type, or raise a clear ``ValueError``."""
+        bad = ValueError(f"{self.name} must be {self.allowed()}, got {value!r}")
+        if self.kind == "bool":
+            if isinstance(value, bool) or type(value).__name__ == "bool_":
+                return bool(value)
+            raise bad
+        if self.kind == "choice":
+            if value in self.choices:
+                return value
+            raise bad
+        if self.kind == "str":
+            if isinstance(value, str):
+                return value
+            raise bad
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise bad
+        if self.kind == "int":
+            if isinstance(value, numbers.Integral):
+                value = int(value)
+            elif math.isfinite(float(value)) and float(value).is_integer():
+                value = int(value)
+            else:
+                raise bad
+        else:
+            value = float(value)
+            if not math.isfinite(value):
+                raise bad
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            raise bad
+        if self.high is not None and (
+            value > self.high or (self.high_open and value == self.high)
+        ):
+            raise bad
+        if self.check is not None:
+            message = self.check(value)
+            if message:
+                raise ValueError(f"{self.name} {message}, got {value!r}")
+        return value
+
+
+@dataclass(frozen=True)
+class ControlChange:
+    """One accepted change: the store's version after it, and when it was made."""
+
+    version: int
+    name: str
+    old: Any
+    new: Any
+    time: float
+
+
+@dataclass(frozen=True)
+class ControlSnapshot:
+    """A consistent view of every value at one version."""
+
+    version: int
+    values: Mapping[str, Any]
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class Controls:
+    """Thread-safe, versioned store of a runner's hyperparameters.
+
+    Parameters
+    ----------
+    schema : iterable of Control
+        The controls, in display order.
+    values : mapping, optional
+        Initial values (fixed controls included); missing ones take their defaults.
+
+    Examples
+    --------
+    >>> c = Controls([Control("sigma", "float", 0.02, low=0, low_open=True)])
+    >>> c.set(sigma=0.05)
+    1
+    >>> c.set(sigma=-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: sigma must be a number in (0, inf), got -1
+    """
+
+    def __init__(self, schema: Iterable[Control], values: Mapping[str, Any] | None = None):
+        self._schema = {c.name: c for c in schema}
+        values = dict(values or {})
+        self._check_names(values)
+        self._values = {
+            name: c.validate(values.get(name, c.default)) for name, c in self._schema.items()
+        }
+        self._version = 0
+        self._changes: list[ControlChange] = []
+        self._lock = threading.Lock()
+        self._subscribers: list[Callable[[list[ControlChange]], None]] = []
+
+    # -- reading -----------------------------------------------------------------------------
+    @property
+    def schema(self) -> tuple[Control, ...]:
+        return tuple(self._schema.values())
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    def __getitem__(self, name: str) -> Any:
+        with self._lock:
+            return self._values[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._schema
+
+    def __iter__(self):
+        return iter(self._schema.values())
+
+    def get(self, name: str, default: Any = None) -> Any:
+        with self._lock:
+            return self._values.get(name, default)
+
+    def as_dict(self) -> dict[str, Any]:
+        with self._lock:
+            return dict(self._values)
+
+    def snapshot(self) -> ControlSnapshot:
+        """All values at one version, safe to keep while others keep setting."""
+        with self._lock:
+            return ControlSnapshot(self._version, MappingProxyType(dict(self._values)))
+
+    def changes_since(self, version: int) -> list[ControlChange]:
+        """Changes accepted after ``version`` (oldest first)."""
+        with self._lock:
+            return [c for c in self._changes if c.version > version]
+
+    @property
+    def changes(self) -> list[ControlChange]:
+        with self._lock:
+            return list(self._changes)
+
+    # -- writing -----------------------------------------------------------------------------
+    def set(self, **values: Any) -> int:
+        """Validate and apply ``values`` at once; return the new version.
+
+        Raises
+        ------
+        ValueError
+            For an unknown or fixed control, or a value out of range. Nothing changes then.
+        """
+        self._check_names(values)
+        for name in values:
+            if not self._schema[name].live:
+                raise ValueError(
+                    f"{name} is fixed for this run (set it when creating the runner); "
+                    f"live controls: {', '.join(c.name for c in self.schema if c.live)}"
+                )
+        checked = {name: self._schema[name].validate(v) for name, v in values.items()}
+        with self._lock:
+            changed = {n: v for n, v in checked.items() if self._values[n] != v}
+            if not changed:
+                return self._version
+            self._version += 1
+            now = time.time()
+            new = [
+                ControlChange(self._version, n, self._values[n], v, now) for n, v in changed.items()
+            ]
+            self._values.update(changed)
+            self._changes.extend(new)
+            subscribers = list(self._subscribers)
+        for fn in subscribers:
+            fn(new)
+        return self._version
+
+    def subscribe(self, fn: Callable[[list[ControlChange]], None]) -> Callable[[], None]:
+        """Call ``fn(changes)`` after every accepted ``set``; returns an unsubscribe function.
+
+        ``fn`` runs on the thread that called ``set`` and must not block.
+        """
+        with self._lock:
+            self._subscribers.append(fn)
+
+        def unsubscribe():
+            with self._lock:
+                if fn in self._subscribers:
+                    self._subscribers.remove(fn)
+
+        return unsubscribe
+
+    def restore(self, values: Mapping[str, Any], changes: Iterable[Mapping[str, Any]] = (),
+                version: int = 0) -> None:
+        """Load values, change log and version from a checkpoint (fixed controls included)."""
+        self._check_names(values)
+        checked = {n: self._schema[n].validate(v) for n, v in values.items()}
+        with self._lock:
+            self._values.update(checked)
+            self._changes = [ControlChange(**c) for c in changes]
+            self._version = int(version)
+
+    def _check_names(self, values: Mapping[str, Any]) -> None:
+        unknown = [n for n in values if n not in self._schema]
+        if unknown:
+            raise ValueError(
+                f"unknown control(s) {', '.join(map(repr, unknown))}; "
+                f"known: {', '.join(self._schema)}"
+            )
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{k}={v!r}" for k, v in self.as_dict().items())
+        return f"Controls(v{self._version}: {body})"

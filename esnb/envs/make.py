@@ -1,0 +1,91 @@
+"""``make_env``: gymnasium ids with an episode cap and an error that suggests close ids."""
+
+from __future__ import annotations
+
+import difflib
+import logging
+
+import gymnasium as gym
+
+log = logging.getLogger("esnb.envs")
+
+_SEEN_MUJOCO_WARNINGS: set[str] = set()
+_MUJOCO_HOOKED = False
+
+
+def _route_mujoco_warnings() -> None:
+    """Send MuJoCo's C-level warnings to ``logging`` once each, instead of stderr.
+
+    MuJoCo 4 warns at every model compile that HalfCheetah's ``settotalmass`` is deprecated;
+    every worker compiles models, and the repeated line buried real messages.
+    """
+    global _MUJOCO_HOOKED
+    if _MUJOCO_HOOKED:
+        return
+    try:
+        import mujoco
+    except ImportError:
+        return
+
+    def warn(message: str) -> None:
+        if message not in _SEEN_MUJOCO_WARNINGS:
+            _SEEN_MUJOCO_WARNINGS.add(message)
+            logging.getLogger("esnb.mujoco").info("MuJoCo: %s", message)
+
+    mujoco.set_mju_user_warning(warn)
+    _MUJOCO_HOOKED = True
+
+
+def check_env_id(env_id: str) -> None:
+    """Raise ``ValueError`` naming ``env_id`` and the closest registered ids if it is unknown."""
+    import esnb.envs.registration  # noqa: F401  (registers esnb's own environments)
+
+    if not isinstance(env_id, str):
+        raise ValueError(f"environment id must be a string, got {env_id!r}")
+    if env_id in gym.registry:
+        return
+    close = difflib.get_close_matches(env_id, list(gym.registry), n=5, cutoff=0.5)
+    hint = f"; close registered ids: {', '.join(close)}" if close else ""
+    raise ValueError(f"unknown environment id {env_id!r}{hint}")
+
+
+def make_env(env_id: str, seed: int | None = None, max_episode_steps: int | None = None,
+             **kwargs) -> gym.Env:
+    """Make a gymnasium environment.
+
+    Parameters
+    ----------
+    env_id : str
+        A registered gymnasium id (use the v5 MuJoCo envs, e.g. ``"HalfCheetah-v5"``).
+    seed : int, optional
+        Seeds the first ``reset`` (and the action space's generator).
+    max_episode_steps : int, optional
+        Episode cap; episodes reaching it end truncated. Defaults to the id's own limit.
+    **kwargs
+        Passed to ``gymnasium.make``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown id (the message lists close registered ids) or a cap < 1.
+    """
+    check_env_id(env_id)
+    if max_episode_steps is not None and int(max_episode_steps) < 1:
+        raise ValueError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
+    _route_mujoco_warnings()
+    env = gym.make(env_id, max_episode_steps=max_episode_steps, disable_env_checker=True,
+                   **kwargs)
+    if seed is not None:
+        env.reset(seed=int(seed))
+        env.action_space.seed(int(seed))
+    return env
+
+
+def env_spaces(env_id: str, **kwargs):
+    """``(observation_space, action_space, max_episode_steps)`` of an id, from one instance."""
+    env = make_env(env_id, **kwargs)
+    try:
+        limit = env.spec.max_episode_steps if env.spec is not None else None
+        return env.observation_space, env.action_space, limit
+    finally:
+        env.close()

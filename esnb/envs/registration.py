@@ -1,0 +1,1 @@
+"""Registers esnb's own gymnasium environments (imported by ``make_env``)."""

@@ -1,0 +1,123 @@
+"""The numpy fast path of the MLP policy, used inside rollouts.
+
+On this machine a 2x64 MLP forward costs ~27 us in torch and ~5 us in numpy (float32), against
+~35-70 us for a MuJoCo step: rollouts run this, never torch. Everything a step needs is
+allocated once per policy; a step only calls numpy ufuncs with ``out=``. Biases ride in the
+weight matrices (each layer's input carries a trailing constant 1), which saves one ufunc call
+per layer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from esnb.policies.spec import PolicySpec
+
+
+class NumpyPolicy:
+    """Deterministic forward pass of the MLP in ``flat``, for one observation at a time.
+
+    Parameters
+    ----------
+    spec : PolicySpec
+        Sizes and action kind.
+    flat : ndarray of float32, shape (spec.num_params,)
+        The parameters (copied into the layer matrices).
+    obs_mean, obs_std : ndarray, optional
+        Observation normalisation ``clip((obs - mean) / std, -c, c)``. The division is folded
+        into the first layer's weights (``W / std``) and the clip applied before it, so a step
+        costs one subtraction and two comparisons more than an unnormalised one.
+    """
+
+    def __init__(self, spec: PolicySpec, flat: np.ndarray, obs_mean=None, obs_std=None):
+        flat = np.asarray(flat)
+        if flat.dtype != np.float32 or flat.shape != (spec.num_params,):
+            raise ValueError(
+                f"expected float32 parameters of shape ({spec.num_params},), got "
+                f"{flat.dtype} {flat.shape}"
+            )
+        self.spec = spec
+        n_layers = len(spec.layer_shapes)
+        # inputs[k] is layer k's input with a trailing 1; views[k] is its first part
+        self._inputs = [np.ones(i + 1, dtype=np.float32) for _, i in spec.layer_shapes]
+        self._mats = []
+        for k, (w, (o, i), b) in enumerate(spec.slices()):
+            m = np.empty((o, i + 1), dtype=np.float32)
+            m[:, :i] = flat[w].reshape(o, i)
+            m[:, i] = flat[b]
+            self._mats.append(m)
+        self._views = [x[:-1] for x in self._inputs]
+        self._out = np.empty(spec.act_dim, dtype=np.float32)
+        if obs_mean is None:
+            self._mean = np.zeros(spec.obs_dim, dtype=np.float64)
+            self._bound = None
+        else:
+            std = np.asarray(obs_std, dtype=np.float32).ravel()
+            self._mean = np.asarray(obs_mean, dtype=np.float64).ravel()
+            # W (x - m)/s == (W/s)(x - m);  clip((x - m)/s, -c, c) == clip(x - m, -c s, c s)
+            self._mats[0][:, :-1] /= std
+            bound = (spec.obs_clip * std).astype(np.float32)
+            self._bound = (bound, -bound) if np.isfinite(spec.obs_clip) else None
+        # each layer writes into the next layer's input view (or the output)
+        self._targets = self._views[1:] + [self._out]
+        self._hidden = n_layers - 1
+        self._relu = spec.activation == "relu"
+        self._high = self._low = None
+        if not spec.discrete and spec.high:
+            self._high = np.asarray(spec.high, dtype=np.float32)
+            self._low = np.asarray(spec.low, dtype=np.float32)
+
+        self.outputs = self._compile_outputs()
+        self.act = self._compile_act()
+
+    # The forward pass is built as closures over local names: a step is ~10 ufunc calls of
+    # ~0.5 us each, and attribute lookups would add a third to that.
+    def _compile_outputs(self):
+        dot, subtract, minimum, maximum = np.dot, np.subtract, np.minimum, np.maximum
+        x, mean, bound = self._views[0], self._mean, self._bound
+        hi, lo = bound if bound is not None else (None, None)
+        if self._relu:
+            def activation(y, out):
+                return maximum(y, 0.0, out=out)
+        else:
+            activation = np.tanh
+        layers = [(m, self._inputs[k], self._targets[k], activation if k < self._hidden else None)
+                  for k, m in enumerate(self._mats)]
+        out = self._out
+
+        def outputs(obs):
+            """Raw outputs (logits or unclipped actions) for one observation (a buffer)."""
+            try:
+                subtract(obs, mean, out=x, casting="same_kind")
+            except ValueError:  # not a flat vector
+                subtract(np.ravel(obs), mean, out=x, casting="same_kind")
+            if hi is not None:
+                minimum(x, hi, out=x)
+                maximum(x, lo, out=x)
+            for m, inp, y, f in layers:
+                dot(m, inp, out=y)
+                if f is not None:
+                    f(y, out=y)
+            return out
+
+        return outputs
+
+    def _compile_act(self):
+        outputs, argmax, minimum, maximum = self.outputs, np.argmax, np.minimum, np.maximum
+        if self.spec.discrete:
+            def act(obs):
+                """The greedy action (argmax of the logits)."""
+                return int(argmax(outputs(obs)))
+        elif self._high is None:
+            def act(obs):
+                """The output as the action (unbounded Box)."""
+                return outputs(obs).copy()
+        else:
+            high, low = self._high, self._low
+
+            def act(obs):
+                """The output clipped to the action bounds."""
+                a = minimum(outputs(obs), high)
+                maximum(a, low, out=a)
+                return a
+        return act

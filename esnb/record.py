@@ -1,0 +1,141 @@
+"""Files of a run: checkpoints (safe to load) and the output folder (history, summary, plot).
+
+A checkpoint is one ``.npz`` file: named numpy arrays plus a JSON document (stored as bytes in
+the array ``__meta__``). It loads with ``allow_pickle=False``, so opening a checkpoint never
+runs code, and a file of another algorithm, another format or damaged bytes is refused with a
+:class:`CheckpointError` that says which.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+FORMAT = "esnb-checkpoint"
+FORMAT_VERSION = 1
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used: damaged, not esnb's, or of another algorithm."""
+
+
+def _digest(arrays: dict[str, np.ndarray]) -> str:
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        h.update(name.encode())
+        h.update(str(a.dtype).encode())
+        h.update(str(a.shape).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def save_checkpoint(path: str | os.PathLike, algorithm: str, meta: dict[str, Any],
+                    arrays: dict[str, np.ndarray]) -> Path:
+    """Write ``arrays`` and JSON-able ``meta`` atomically (a temporary file, then a rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    arrays = {k: np.asarray(v) for k, v in arrays.items()}
+    for k, v in arrays.items():
+        if v.dtype == object:
+            raise TypeError(f"checkpoint array {k!r} has dtype object; only plain arrays are saved")
+    doc = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "algorithm": algorithm,
+        "digest": _digest(arrays),
+        "meta": meta,
+    }
+    blob = np.frombuffer(json.dumps(doc).encode(), dtype=np.uint8)
+    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, __meta__=blob, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def load_checkpoint(path: str | os.PathLike, algorithm: str | None = None
+                    ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Read a checkpoint; returns ``(meta, arrays)``.
+
+    Raises
+    ------
+    CheckpointError
+        If the file is damaged, is not an esnb checkpoint, or holds another ``algorithm``.
+    FileNotFoundError
+        If there is no file at ``path``.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        doc = json.loads(arrays.pop("__meta__").tobytes().decode())
+    except (zipfile.BadZipFile, ValueError, KeyError, OSError, EOFError,
+            UnicodeDecodeError) as exc:
+        raise CheckpointError(
+            f"{path} is damaged or not an esnb checkpoint ({type(exc).__name__}: {exc})"
+        ) from exc
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is not an esnb checkpoint")
+    if doc.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(
+            f"{path} has checkpoint format {doc.get('format_version')}, this esnb reads "
+            f"{FORMAT_VERSION}"
+        )
+    if algorithm is not None and doc.get("algorithm") != algorithm:
+        raise CheckpointError(
+            f"{path} holds a {doc.get('algorithm')!r} run, not {algorithm!r}"
+        )
+    if doc.get("digest") != _digest(arrays):
+        raise CheckpointError(f"{path} is damaged: its arrays do not match their digest")
+    return doc["meta"], arrays
+
+
+def history_to_json(records: list[dict]) -> list[dict]:
+    """History rows with numpy scalars turned into plain Python values."""
+    out = []
+    for r in records:
+        out.append({k: (v.item() if isinstance(v, np.generic) else v) for k, v in r.items()})
+    return out
+
+
+def write_run_folder(runner, out: str | os.PathLike, summary: dict | None = None) -> Path:
+    """Write ``history.csv``, ``changes.csv``, ``summary.json``, ``plot.html`` and
+    ``checkpoint.npz`` of ``runner`` into ``out``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    history: pd.DataFrame = runner.history
+    history.to_csv(out / "history.csv", index=False)
+    runner.changes.to_csv(out / "changes.csv", index=False)
+    doc = {"algorithm": runner.algorithm, "config": runner.config_dict(),
+           "controls": runner.controls.as_dict(), **(summary or {})}
+    if len(history):
+        last = history.iloc[-1].to_dict()
+        doc["last"] = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in last.items()}
+    (out / "summary.json").write_text(json.dumps(doc, indent=2, default=str))
+    try:
+        from bokeh.embed import file_html
+        from bokeh.resources import INLINE
+
+        fig = runner.plot()
+        html = file_html(fig, INLINE, title=f"esnb {runner.algorithm} {runner.name}")
+        (out / "plot.html").write_text(html)
+    except ImportError:  # bokeh is a dependency; a broken install should not lose the run
+        pass
+    runner.save(out / "checkpoint.npz")
+    return out

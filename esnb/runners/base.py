@@ -1,0 +1,350 @@
+"""The lifecycle every esnb algorithm shares: a background thread the kernel never waits on.
+
+``start()`` returns at once and iterations (generations, learner steps) run on a thread;
+``pause()`` lets the current iteration finish and holds; ``resume()`` goes on; ``step(n)``
+runs ``n`` iterations and returns; ``stop()`` ends after the current iteration; ``wait()``
+joins and re-raises a failure. An iteration reads one snapshot of ``runner.controls``, and
+every change of a control is logged with the iteration where it took effect.
+
+Subclasses implement ``_iteration(snapshot) -> dict`` (one history row) and their checkpoint
+state; they never touch threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from esnb.controls import ControlChange, Controls, ControlSnapshot
+
+log = logging.getLogger("esnb.runner")
+
+STATES = ("idle", "running", "paused", "stopped", "finished", "failed")
+
+
+class Runner:
+    """Base class: lifecycle, history, observers, checkpoints.
+
+    Attributes
+    ----------
+    controls : Controls
+        Live and fixed hyperparameters.
+    history : pandas.DataFrame
+        One row per iteration (a copy).
+    changes : pandas.DataFrame
+        Every accepted control change with the iteration where it took effect.
+    state : str
+        One of ``idle running paused stopped finished failed``.
+    error : BaseException or None
+        Why the run failed.
+    """
+
+    algorithm: ClassVar[str] = "runner"
+    #: history column that counts iterations (generation, learner step, ...)
+    iteration_column: ClassVar[str] = "generation"
+
+    def __init__(self, controls: Controls, name: str | None = None):
+        self.controls = controls
+        self.name = name or f"{self.algorithm.lower()}-{time.strftime('%Y%m%d-%H%M%S')}"
+        self._records: list[dict[str, Any]] = []
+        self._change_log: list[dict[str, Any]] = []
+        self._applied_version = controls.version
+        self._observers: list[Callable[[dict], None]] = []
+        self._iter_lock = threading.RLock()  # one iteration (or save) at a time
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._state = "idle"
+        self._paused = False
+        self._stop_requested = False
+        self._pending_steps = 0
+        self._target: dict[str, float] = {}
+        self.error: BaseException | None = None
+        self.iteration = 0
+        self.wall_time = 0.0
+
+    # -- to implement ------------------------------------------------------------------------
+    def _iteration(self, snapshot: ControlSnapshot) -> dict[str, Any]:
+        """Run one iteration with these control values; return its history row."""
+        raise NotImplementedError
+
+    def _progress(self) -> dict[str, float]:
+        """Counters that budgets refer to, e.g. ``{"generations": 12, "env_steps": 1e5}``."""
+        return {self.iteration_column + "s": self.iteration}
+
+    def _state_dict(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Algorithm state for a checkpoint: (JSON-able meta, arrays)."""
+        raise NotImplementedError
+
+    def _load_state_dict(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        raise NotImplementedError
+
+    def config_dict(self) -> dict[str, Any]:
+        """Constructor arguments that rebuild this runner (JSON-able)."""
+        raise NotImplementedError
+
+    def _close(self) -> None:
+        """Release what the runner holds on the cluster (called when the loop ends)."""
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    @property
+    def state(self) -> str:
+        return self._state
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self, **budget: float) -> Runner:
+        """Run on a background thread and return at once.
+
+        Parameters
+        ----------
+        **budget
+            Stop after this many more units of a counter, e.g. ``generations=50`` or
+            ``env_steps=2_000_000`` (the first one reached ends the run). None: until stop().
+        """
+        target = self._make_target(budget)
+        with self._cond:
+            if self.running:
+                raise RuntimeError(f"{self.algorithm} runner is already running")
+            self._target = target
+            self._stop_requested = False
+            self._paused = False
+            self._pending_steps = 0
+            self.error = None
+            self._state = "running"
+            self._thread = threading.Thread(target=self._loop, name=f"esnb-{self.name}",
+                                            daemon=True)
+            self._thread.start()
+        return self
+
+    def pause(self) -> None:
+        """Hold after the current iteration (the iteration is never cut short)."""
+        with self._cond:
+            self._paused = True
+            self._cond.notify_all()
+
+    def resume(self) -> None:
+        with self._cond:
+            self._paused = False
+            self._pending_steps = 0
+            if self.running:
+                self._state = "running"
+            self._cond.notify_all()
+
+    def stop(self) -> None:
+        """End the run after the current iteration."""
+        with self._cond:
+            self._stop_requested = True
+            self._cond.notify_all()
+
+    def wait(self, timeout: float | None = None) -> Runner:
+        """Block until the background run ends; re-raise its error if it failed."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+            if thread.is_alive():
+                raise TimeoutError(f"{self.algorithm} runner still running after {timeout} s")
+        if self.error is not None:
+            raise self.error
+        return self
+
+    def step(self, n: int = 1, block: bool = True) -> Runner:
+        """Run ``n`` iterations now.
+
+        Without a background thread they run on the calling thread. On a paused runner the
+        background thread runs them (``block=False`` returns at once, as a button should).
+        """
+        if int(n) < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        with self._cond:
+            if self.running:
+                if not self._paused:
+                    raise RuntimeError("the runner is running: pause() it before step()")
+                self._pending_steps += int(n)
+                self._cond.notify_all()
+                if not block:
+                    return self
+                while self._pending_steps > 0 and self.running and self.error is None:
+                    self._cond.wait(0.1)
+                if self.error is not None:
+                    raise self.error
+                return self
+        for _ in range(int(n)):
+            self._run_iteration()
+        return self
+
+    def _make_target(self, budget: dict[str, float]) -> dict[str, float]:
+        now = self._progress()
+        target = {}
+        for key, amount in budget.items():
+            if amount is None:
+                continue
+            if key not in now:
+                raise ValueError(f"unknown budget {key!r}; known: {', '.join(now)}")
+            if amount < 0:
+                raise ValueError(f"budget {key} must be >= 0, got {amount}")
+            target[key] = now[key] + amount
+        return target
+
+    def _budget_reached(self) -> bool:
+        if not self._target:
+            return False
+        now = self._progress()
+        return any(now[k] >= v for k, v in self._target.items())
+
+    def _loop(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    if self._stop_requested:
+                        self._state = "stopped"
+                        break
+                    if self._budget_reached():
+                        self._state = "finished"
+                        break
+                    if self._paused and self._pending_steps == 0:
+                        self._state = "paused"
+                        self._cond.wait(0.2)
+                        continue
+                    self._state = "running" if not self._paused else "paused"
+                self._run_iteration()
+                with self._cond:
+                    if self._pending_steps > 0:
+                        self._pending_steps -= 1
+                    self._cond.notify_all()
+        except BaseException as exc:  # noqa: BLE001 - reported through state/error/wait()
+            log.exception("%s run failed", self.algorithm)
+            with self._cond:
+                self.error = exc
+                self._state = "failed"
+                self._cond.notify_all()
+        finally:
+            with self._cond:
+                self._cond.notify_all()
+
+    def _run_iteration(self) -> dict[str, Any]:
+        with self._iter_lock:
+            snapshot = self.controls.snapshot()
+            changes = self.controls.changes_since(self._applied_version)
+            t0 = time.perf_counter()
+            row = self._iteration(snapshot)
+            elapsed = time.perf_counter() - t0
+            self.iteration += 1
+            self.wall_time += elapsed
+            self._log_changes(changes, snapshot.version)
+            row = {self.iteration_column: self.iteration, "wall_time": self.wall_time,
+                   "controls_version": snapshot.version, **row}
+            self._records.append(row)
+            observers = list(self._observers)
+        for fn in observers:
+            try:
+                fn(row)
+            except Exception:  # an observer must never end a run
+                log.exception("observer %r failed", fn)
+        return row
+
+    def _log_changes(self, changes: list[ControlChange], version: int) -> None:
+        for c in changes:
+            if c.version > version:
+                continue
+            self._change_log.append({
+                self.iteration_column: self.iteration, "wall_time": self.wall_time,
+                "env_steps": self._progress().get("env_steps", np.nan),
+                "name": c.name, "old": c.old, "new": c.new, "version": c.version,
+            })
+        self._applied_version = version
+
+    # -- observing ---------------------------------------------------------------------------
+    def add_observer(self, fn: Callable[[dict], None]) -> Callable[[dict], None]:
+        """Call ``fn(row)`` after every iteration (on the runner's thread; keep it quick)."""
+        with self._iter_lock:
+            self._observers.append(fn)
+        return fn
+
+    def remove_observer(self, fn: Callable[[dict], None]) -> None:
+        with self._iter_lock:
+            if fn in self._observers:
+                self._observers.remove(fn)
+
+    @property
+    def history(self) -> pd.DataFrame:
+        return pd.DataFrame(list(self._records))
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """History rows as dicts (a shallow copy; cheap to poll)."""
+        return list(self._records)
+
+    @property
+    def changes(self) -> pd.DataFrame:
+        cols = [self.iteration_column, "wall_time", "env_steps", "name", "old", "new", "version"]
+        return pd.DataFrame(list(self._change_log), columns=cols)
+
+    def plot(self):
+        """A bokeh figure of the history (the same one the live view draws)."""
+        from esnb.ui.plots import history_figure
+
+        return history_figure(self.history, self.changes, title=f"{self.algorithm} {self.name}")
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def save(self, path) -> Any:
+        """Write a checkpoint; safe to call while running (it waits for the iteration)."""
+        from esnb.record import history_to_json, save_checkpoint
+
+        with self._iter_lock:
+            meta, arrays = self._state_dict()
+            meta = {
+                **meta,
+                "config": self.config_dict(),
+                "name": self.name,
+                "iteration": self.iteration,
+                "wall_time": self.wall_time,
+                "controls": self.controls.as_dict(),
+                "controls_version": self.controls.version,
+                "control_changes": [c.__dict__ for c in self.controls.changes],
+                "applied_version": self._applied_version,
+                "history": history_to_json(self._records),
+                "change_log": history_to_json(self._change_log),
+            }
+            return save_checkpoint(path, self.algorithm, meta, arrays)
+
+    @classmethod
+    def load(cls, path, client=None, **overrides) -> Runner:
+        """Rebuild a runner from :meth:`save`'s file and continue from where it stopped.
+
+        ``overrides`` replace constructor arguments that do not change the run's identity
+        (e.g. ``name``); the controls come back with the values they had.
+        """
+        from esnb.record import CheckpointError, load_checkpoint
+
+        meta, arrays = load_checkpoint(path, cls.algorithm)
+        try:
+            config = {**meta["config"], **overrides}
+            runner = cls(client=client, **config)
+            runner.controls.restore(meta["controls"], meta.get("control_changes", ()),
+                                    meta.get("controls_version", 0))
+            runner._applied_version = meta.get("applied_version", runner.controls.version)
+            runner.iteration = int(meta["iteration"])
+            runner.wall_time = float(meta["wall_time"])
+            runner._records = list(meta["history"])
+            runner._change_log = list(meta.get("change_log", []))
+            runner.name = overrides.get("name", meta.get("name", runner.name))
+            runner._load_state_dict(meta, arrays)
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, CheckpointError):
+                raise
+            raise CheckpointError(
+                f"{path} does not match a {cls.algorithm} run: {type(exc).__name__}: {exc}"
+            ) from exc
+        return runner
+
+    def __repr__(self) -> str:
+        return (f"<{type(self).__name__} {self.name!r} state={self.state} "
+                f"{self.iteration_column}={self.iteration}>")

@@ -1,0 +1,1 @@
+"""Views of a run: static bokeh figures (and, in notebooks, live widgets)."""
