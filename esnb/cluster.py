@@ -66,7 +66,7 @@ def register_noise_table(client: Client, noise: NoiseConfig) -> None:
 def make_client(n_workers: int | None = None, *, address: str | None = None,
                 threads_per_worker: int | None = None, processes: bool | None = None,
                 noise: NoiseConfig | None = None, dashboard_address: str | None = None,
-                **cluster_kwargs) -> Client:
+                set_as_default: bool = True, **cluster_kwargs) -> Client:
     """A Dask client ready for esnb.
 
     Parameters
@@ -83,6 +83,8 @@ def make_client(n_workers: int | None = None, *, address: str | None = None,
         Build this noise table on every worker now (runners register what they need anyway).
     dashboard_address : str, optional
         Default ``127.0.0.1:8787`` (loopback); a taken port falls back to a free one.
+    set_as_default : bool
+        Make it Dask's default client (runners created with ``client=None`` then use it).
     **cluster_kwargs
         Passed to ``LocalCluster``.
 
@@ -93,7 +95,7 @@ def make_client(n_workers: int | None = None, *, address: str | None = None,
     kind = config.get("cluster.type", "local")
     address = address or (config.get("cluster.address") if kind == "address" else None)
     if address:
-        client = Client(address)
+        client = Client(address, set_as_default=set_as_default)
     else:
         if kind not in ("local", "address"):
             raise ValueError(
@@ -116,6 +118,7 @@ def make_client(n_workers: int | None = None, *, address: str | None = None,
                 else processes,
                 host=cluster_kwargs.pop("host", config.get("cluster.host", "127.0.0.1")),
                 dashboard_address=dashboard_address or config.get("cluster.dashboard-address"),
+                set_as_default=set_as_default,
                 **cluster_kwargs,
             )
     client.register_plugin(TorchThreadsPlugin(1))
