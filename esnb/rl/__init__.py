@@ -1,0 +1,5 @@
+"""Reinforcement-learning mathematics (no Dask): learners, losses, targets.
+
+Modules: one per method (e.g. ``dqn.py`` for Ape-X's learner, ``vtrace.py`` for IMPALA).
+Public names are re-exported below, one import line per module.
+"""
