@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import tempfile
 import zipfile
@@ -18,6 +19,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+log = logging.getLogger("esnb.record")
 
 FORMAT = "esnb-checkpoint"
 FORMAT_VERSION = 1
@@ -59,6 +62,9 @@ def save_checkpoint(path: str | os.PathLike, algorithm: str, meta: dict[str, Any
     try:
         with os.fdopen(fd, "wb") as f:
             np.savez(f, __meta__=blob, **arrays)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a checkpoint is an ordinary file
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -128,14 +134,14 @@ def write_run_folder(runner, out: str | os.PathLike, summary: dict | None = None
         last = history.iloc[-1].to_dict()
         doc["last"] = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in last.items()}
     (out / "summary.json").write_text(json.dumps(doc, indent=2, default=str))
-    try:
+    runner.save(out / "checkpoint.npz")
+    try:  # last: a plotting problem must never cost the run's data
         from bokeh.embed import file_html
         from bokeh.resources import INLINE
 
         fig = runner.plot()
         html = file_html(fig, INLINE, title=f"esnb {runner.algorithm} {runner.name}")
         (out / "plot.html").write_text(html)
-    except ImportError:  # bokeh is a dependency; a broken install should not lose the run
-        pass
-    runner.save(out / "checkpoint.npz")
+    except Exception:
+        log.exception("could not draw the plot of %s", runner.name)
     return out

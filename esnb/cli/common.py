@@ -124,7 +124,8 @@ def run_demo(args) -> int:
         runner = ES(**DEMO, seed=args.seed, client=client,
                     name=f"demo-{time.strftime('%Y%m%d-%H%M%S')}")
         print(f"esnb demo: OpenAI-ES on {DEMO['env']}, {args.steps:,.0f} env steps, "
-              f"{args.workers} workers" + (f", dashboard {client.dashboard_link}" if client else ""))
+              f"{args.workers} workers"
+              + (f", dashboard {client.dashboard_link}" if client else ""))
         progress = Progress(runner, "env_steps", args.steps, disable=args.no_progress)
         runner.start(env_steps=args.steps)
         try:

@@ -41,7 +41,7 @@ class NumpyPolicy:
         # inputs[k] is layer k's input with a trailing 1; views[k] is its first part
         self._inputs = [np.ones(i + 1, dtype=np.float32) for _, i in spec.layer_shapes]
         self._mats = []
-        for k, (w, (o, i), b) in enumerate(spec.slices()):
+        for w, (o, i), b in spec.slices():
             m = np.empty((o, i + 1), dtype=np.float32)
             m[:, :i] = flat[w].reshape(o, i)
             m[:, i] = flat[b]

@@ -50,7 +50,8 @@ class PolicySpec:
         object.__setattr__(self, "low", tuple(float(x) for x in self.low))
         object.__setattr__(self, "high", tuple(float(x) for x in self.high))
         if self.obs_dim < 1 or self.act_dim < 1:
-            raise ValueError(f"obs_dim and act_dim must be >= 1, got {self.obs_dim}, {self.act_dim}")
+            raise ValueError(
+                f"obs_dim and act_dim must be >= 1, got {self.obs_dim}, {self.act_dim}")
         if any(h < 1 for h in self.hidden):
             raise ValueError(f"hidden layer sizes must be >= 1, got {self.hidden}")
         if self.activation not in ACTIVATIONS:
