@@ -15,17 +15,36 @@ def add_arguments(p) -> None:
     p.add_argument("--eval-interval", type=int, default=5)
     p.add_argument("--max-episode-steps", type=int, default=None)
     p.add_argument("--noise-size", type=int, default=None, help="noise table entries")
+    p.add_argument("--iw-k", default="0",
+                   help="IW-ES: importance-weighted updates per batch, or 'auto'")
+    p.add_argument("--iw-k-max", type=int, default=10, help="most IW updates with --iw-k auto")
+    p.add_argument("--iw-clip", type=float, default=1.0, help="clip of the importance weights")
+    p.add_argument("--iw-ess-threshold", type=float, default=0.5,
+                   help="ESS/n an IW update needs with --iw-k auto")
+    p.add_argument("--iw-normalize", choices=("sum", "n"), default="sum")
 
 
 def make_runner(args, client):
     from esnb.noise import DEFAULT_SIZE
     from esnb.runners.es import ES
 
-    return ES(args.env, population=args.population, sigma=args.sigma, lr=args.lr,
-              weight_decay=args.weight_decay, seed=args.seed, client=client,
-              hidden=tuple(args.hidden), shaping=args.shaping, eval_interval=args.eval_interval,
-              max_episode_steps=args.max_episode_steps,
-              noise_size=args.noise_size or DEFAULT_SIZE, name=args.name)
+    iw_k = args.iw_k if args.iw_k == "auto" else _int(args.iw_k, "--iw-k")
+    runner = ES(args.env, population=args.population, sigma=args.sigma, lr=args.lr,
+                weight_decay=args.weight_decay, seed=args.seed, client=client,
+                hidden=tuple(args.hidden), shaping=args.shaping,
+                eval_interval=args.eval_interval, max_episode_steps=args.max_episode_steps,
+                noise_size=args.noise_size or DEFAULT_SIZE, name=args.name, iw_k=iw_k,
+                iw_k_max=args.iw_k_max)
+    runner.controls.set(iw_clip=args.iw_clip, iw_ess_threshold=args.iw_ess_threshold,
+                        iw_normalize=args.iw_normalize)
+    return runner
+
+
+def _int(text: str, flag: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{flag} must be an integer or 'auto', got {text!r}") from None
 
 
 def load_runner(path, client):

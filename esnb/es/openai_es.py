@@ -20,7 +20,8 @@ import torch
 from esnb.es.shaping import get_shaping
 from esnb.noise import NoiseTable
 
-CHUNK = 256  # rows of noise gathered at once: bounds memory at CHUNK*d floats
+CHUNK = 256  # rows of noise gathered at once, at most...
+CHUNK_FLOATS = 1 << 22  # ...and at most 4M floats (16 MB) of them, for large policies
 
 
 def weighted_noise_sum(noise: NoiseTable, indices: np.ndarray, weights: np.ndarray,
@@ -28,16 +29,19 @@ def weighted_noise_sum(noise: NoiseTable, indices: np.ndarray, weights: np.ndarr
     """``sum_j weights[j] * noise[indices[j] : indices[j] + dim]`` in float64.
 
     Chunks are reduced in a fixed order, so the result depends only on the inputs: the same
-    batch gives bitwise the same sum whatever the number of workers that produced it.
+    batch gives bitwise the same sum whatever the number of workers that produced it. Each
+    chunk is a float32 matrix-vector product (weights rounded to float32: ~1e-7 relative),
+    accumulated in float64.
     """
     indices = np.asarray(indices, dtype=np.int64)
     weights = np.asarray(weights, dtype=np.float64)
     if indices.shape != weights.shape:
         raise ValueError(f"indices {indices.shape} and weights {weights.shape} differ")
     total = np.zeros(dim, dtype=np.float64)
-    for start in range(0, indices.size, CHUNK):
-        rows = noise.gather(indices[start : start + CHUNK], dim)
-        total += weights[start : start + CHUNK].astype(np.float32) @ rows
+    step = max(1, min(CHUNK, CHUNK_FLOATS // max(dim, 1)))
+    for start in range(0, indices.size, step):
+        rows = noise.gather(indices[start : start + step], dim)
+        total += weights[start : start + step].astype(np.float32) @ rows
     return total
 
 

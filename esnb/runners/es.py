@@ -28,12 +28,14 @@ import numpy as np
 from esnb.controls import Control, Controls, ControlSnapshot
 from esnb.envs.make import env_spaces
 from esnb.envs.obs_stats import ObsStats
-from esnb.es.openai_es import OpenAIES
-from esnb.es.shaping import SHAPINGS
+from esnb.es.iw import Batch
+from esnb.es.openai_es import OpenAIES, es_gradient
+from esnb.es.shaping import SHAPINGS, get_shaping
 from esnb.noise import DEFAULT_SEED, DEFAULT_SIZE, NoiseConfig, get_noise_table
 from esnb.policies.spec import PolicySpec, init_params
 from esnb.runners.base import Runner
 from esnb.runners.executor import make_executor
+from esnb.runners.iw import IWUpdater, iw_controls
 from esnb.workers import PolicyPayload, RolloutConfig, es_pairs, evaluate
 
 log = logging.getLogger("esnb.es")
@@ -82,7 +84,8 @@ class ES(Runner):
     seed : int
         Seeds the initial parameters and every draw of the run.
     client : distributed.Client, optional
-        Where rollouts run; None uses the default client if there is one, else this process.
+        Where rollouts run; None uses the default client if there is one, else this process;
+        False always runs in this process.
     hidden : tuple of int
         Hidden layer sizes of the MLP (two of 64, tanh, as the IW-ES paper).
     activation : {"tanh", "relu"}
@@ -104,6 +107,17 @@ class ES(Runner):
         Seconds a task should at least run; pairs are batched to reach it (measured).
     action_noise : float
         Std of Gaussian noise on Box actions in training rollouts (OpenAI's ``ac_noise_std``).
+    iw_k : int or "auto"
+        IW-ES (Campos et al. 2018): up to K importance-weighted updates from each batch (0: plain
+        OpenAI-ES). ``"auto"`` keeps updating while ESS/n stays above ``iw_ess_threshold``, at
+        most ``iw_k_max`` times. K, the clip, the normalisation and the threshold are live
+        controls (``iw_k``, ``iw_adaptive``, ``iw_clip``, ``iw_normalize``,
+        ``iw_ess_threshold``); see :mod:`esnb.runners.iw` for when the updates happen.
+    iw_k_max : int
+        The most IW updates per batch in ``"auto"`` mode.
+    iw_distributed : {"auto", True, False}
+        Compute the weights' dot products on the workers (paper section 3.2); "auto" does so
+        when ``pairs * d`` is large. Both paths give the same numbers.
     name : str, optional
         Run name (output folder, task keys).
     """
@@ -118,8 +132,16 @@ class ES(Runner):
                  obs_stat_prob: float = 0.01, max_episode_steps: int | None = None,
                  env_kwargs: dict | None = None, noise_size: int = DEFAULT_SIZE,
                  noise_seed: int = DEFAULT_SEED, min_task_runtime: float = 0.1,
-                 action_noise: float = 0.0, name: str | None = None):
-        controls = Controls(es_controls(), dict(
+                 action_noise: float = 0.0, iw_k: int | str = 0, iw_k_max: int = 10,
+                 iw_distributed: bool | str = "auto", name: str | None = None):
+        if iw_k == "auto":
+            iw_k, adaptive = iw_k_max, True
+        elif isinstance(iw_k, str):
+            raise ValueError(f"iw_k must be an integer >= 0 or 'auto', got {iw_k!r}")
+        else:
+            adaptive = False
+        controls = Controls(es_controls() + iw_controls(0, False), dict(
+            iw_k=iw_k, iw_adaptive=adaptive,
             sigma=sigma, lr=lr, weight_decay=weight_decay, population=population,
             shaping=shaping, eval_interval=eval_interval, eval_episodes=eval_episodes,
             obs_stat_prob=obs_stat_prob, env=env, seed=seed, obs_norm=obs_norm))
@@ -146,7 +168,8 @@ class ES(Runner):
             obs_norm=bool(obs_norm), max_episode_steps=max_episode_steps,
             env_kwargs=dict(env_kwargs or {}), noise_size=int(noise_size),
             noise_seed=int(noise_seed), min_task_runtime=float(min_task_runtime),
-            action_noise=float(action_noise))
+            action_noise=float(action_noise), iw_k_max=int(iw_k_max),
+            iw_distributed=iw_distributed)
         self.min_task_runtime = float(min_task_runtime)
 
         seeds = np.random.SeedSequence(int(seed)).spawn(3)
@@ -159,6 +182,7 @@ class ES(Runner):
         self.noise = get_noise_table(self.noise_config)
         self.es = OpenAIES(init_params(self.spec, init_rng), self.noise, lr=lr)
         self.obs_stats = ObsStats(self.spec.obs_dim)
+        self.iw = IWUpdater(iw_distributed)
         self.env_steps = 0
         self.eval_steps = 0
         self.episodes = 0
@@ -198,6 +222,13 @@ class ES(Runner):
                 self.executor.release(handle)
         return np.concatenate([r["returns"] for r in res])
 
+    @property
+    def iw_history(self):
+        """Every attempted IW update: generation, batch, k, ESS, clipped share, norms."""
+        import pandas as pd
+
+        return pd.DataFrame(list(self.iw.log))
+
     def config_dict(self) -> dict[str, Any]:
         return {**self._config, "name": self.name}
 
@@ -227,6 +258,11 @@ class ES(Runner):
         return [(evaluate, (self.rollout_config, handle, part)) for part in parts if len(part)]
 
     def _iteration(self, snap: ControlSnapshot) -> dict[str, Any]:
+        label = f"{self.name}-g{self.iteration}"
+        iw_row = self.iw.run(snap, self.es, self.executor, self.noise_config,
+                             self.iteration + 1, label)
+        self.iw.release_obs(self.obs_stats)  # frozen during the batch's updates, added now
+
         pairs = snap.population // 2
         indices = self.es.ask(self._rng, pairs)
         env_seeds = self._rng.integers(0, 2**31 - 1, size=pairs)
@@ -246,7 +282,7 @@ class ES(Runner):
             calls += self._eval_calls(handle, snap.eval_episodes)
         t0 = time.perf_counter()
         try:
-            results = self.executor.run(calls, f"{self.name}-g{self.iteration}")
+            results = self.executor.run(calls, label)
         finally:
             self.executor.release(handle)
         dispatch = time.perf_counter() - t0
@@ -263,19 +299,24 @@ class ES(Runner):
             log.warning("generation %d: %d of %d pairs had a non-finite return or observation "
                         "and were left out of the update", self.iteration + 1, n_excluded, pairs)
         returns = merged["returns"][valid]
+        use = valid & (merged["obs_count"] > 0)
+        obs = None
+        if use.any():
+            obs = (merged["obs_sum"][use].sum(axis=0), merged["obs_sumsq"][use].sum(axis=0),
+                   float(merged["obs_count"][use].sum()))
         if valid.any():
-            info = self.es.tell(indices[valid], returns, lr=snap.lr,
-                                weight_decay=snap.weight_decay, shaping=snap.shaping)
+            shaped = get_shaping(snap.shaping)(returns)
+            theta_old = self.es.theta.copy()
+            g = es_gradient(self.noise, indices[valid], shaped, self.es.dim)
+            info = self.es.apply_gradient(g, lr=snap.lr, weight_decay=snap.weight_decay)
+            batch = Batch(indices[valid], shaped, theta_old, snap.sigma, self.iteration + 1)
+            self.iw.keep(batch, obs)
         else:
+            self.iw.keep(None, obs)
             log.warning("generation %d: no valid pair, parameters left unchanged",
                         self.iteration + 1)
             info = {"grad_norm": np.nan, "update_norm": 0.0,
                     "theta_norm": float(np.linalg.norm(self.es.theta)), "update_ratio": 0.0}
-        use = valid & (merged["obs_count"] > 0)
-        if use.any():
-            self.obs_stats.add(merged["obs_sum"][use].sum(axis=0),
-                               merged["obs_sumsq"][use].sum(axis=0),
-                               float(merged["obs_count"][use].sum()))
 
         self.env_steps += steps
         self.episodes += 2 * pairs
@@ -310,6 +351,8 @@ class ES(Runner):
             "lr": snap.lr,
             "population": snap.population,
             "shaping": snap.shaping,
+            "iw_k": snap.iw_k,
+            **iw_row,
             **info,
         }
         if evals:
@@ -339,6 +382,9 @@ class ES(Runner):
             "mean_len": self._mean_len,
             "num_params": self.spec.num_params,
         }
+        iw_meta, iw_arrays = self.iw.state()
+        meta.update(iw_meta)
+        arrays.update(iw_arrays)
         return meta, arrays
 
     def _load_state_dict(self, meta, arrays):
@@ -359,3 +405,4 @@ class ES(Runner):
         self.episodes = int(meta["episodes"])
         self._sec_per_step = meta["sec_per_step"]
         self._mean_len = meta["mean_len"]
+        self.iw.load(meta, arrays)

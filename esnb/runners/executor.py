@@ -15,8 +15,14 @@ from distributed import Client, default_client
 from esnb.noise import NoiseConfig, get_noise_table
 
 
-def resolve_client(client: Client | None) -> Client | None:
-    """``client``, else the current default Dask client, else None (run inline)."""
+def resolve_client(client: Client | None | bool) -> Client | None:
+    """``client``, else the current default Dask client, else None (run inline).
+
+    ``client=False`` runs inline even when a default client exists (e.g. a whole run inside one
+    Dask task).
+    """
+    if client is False:
+        return None
     if client is not None:
         return client
     try:

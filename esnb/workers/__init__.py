@@ -9,8 +9,9 @@ from esnb.workers.es import (
     RolloutConfig,
     es_pairs,
     evaluate,
+    iw_dots,
     get_env,
     raw_step_rate,
 )
 
-__all__ = ["PolicyPayload", "RolloutConfig", "es_pairs", "evaluate", "get_env", "raw_step_rate"]
+__all__ = ["PolicyPayload", "RolloutConfig", "es_pairs", "evaluate", "get_env", "iw_dots", "raw_step_rate"]

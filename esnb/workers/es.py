@@ -165,3 +165,29 @@ def raw_step_rate(cfg: RolloutConfig, steps: int, seed: int = 0) -> dict:
             t = 0
     seconds = time.perf_counter() - t0
     return {"steps": steps, "seconds": seconds, "steps_per_s": steps / seconds}
+
+
+def iw_dots(noise: NoiseConfig, delta: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """IW-ES's distributed weights (paper section 3.2): ``eps_j . delta`` for a chunk of
+    offsets, computed where the noise table already is; only ``delta`` travels."""
+    from esnb.es.iw import noise_dots
+
+    return noise_dots(get_noise_table(noise), indices, delta)
+
+
+def train_es(config: dict) -> dict:
+    """A whole ES run inside one task (for sweeps): ``config`` holds the ES arguments plus
+    ``budget`` (e.g. ``{"env_steps": 1e6}``) and ``final_eval`` episodes.
+
+    Returns the history rows, the IW log and the final evaluation's returns.
+    """
+    from esnb.runners.es import ES
+
+    config = dict(config)
+    budget = config.pop("budget")
+    episodes = int(config.pop("final_eval", 10))
+    runner = ES(**config, client=False)
+    runner.start(**budget).wait()
+    returns = runner.evaluate(episodes) if episodes else np.array([])
+    return {"history": runner.records, "iw": list(runner.iw.log),
+            "final_eval": returns.tolist()}

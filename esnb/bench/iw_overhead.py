@@ -1,0 +1,95 @@
+"""IW-ES's cost per iteration against plain ES (the IW-ES paper's Figure 3, on this machine).
+
+For each hidden size (two layers of 64, 256, 512 on Ant-v5's 105-dim observation: 11,464 /
+94,984 / 321,032 parameters) runners with K = 0..5 share one LocalCluster and take generations
+in turn, so every K sees the same machine load. Episodes have a fixed length (Ant without
+early termination) so the policies' different behaviour cannot change the rollout work.
+Reported: the median wall time of a full iteration (IW updates + rollouts + ordinary update)
+divided by plain ES's. Targets: <= 1.10x at K=4 for the 64-unit net, <= 1.25x for 512.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+
+TARGETS = {64: 1.10, 512: 1.25}
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--env", default="Ant-v5")
+    p.add_argument("--hidden", type=int, nargs="+", default=[64, 256, 512])
+    p.add_argument("--ks", type=int, nargs="+", default=[0, 1, 2, 3, 4, 5])
+    p.add_argument("--population", type=int, default=20)
+    p.add_argument("--generations", type=int, default=3, help="measured generations per K")
+    p.add_argument("--episode-steps", type=int, default=1000)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--distributed", action="store_true",
+                   help="compute the weights' dot products on the workers")
+    p.add_argument("--json", default=None, help="also write the figures to this file")
+
+
+def measure(env="Ant-v5", hidden=(64, 256, 512), ks=(0, 1, 2, 3, 4, 5), population=20,
+            generations=3, episode_steps=1000, workers=2, distributed=False,
+            progress=print) -> list[dict]:
+    from esnb.cluster import make_client
+    from esnb.runners.es import ES
+
+    env_kwargs = {"terminate_when_unhealthy": False} if env.startswith("Ant") else {}
+    client = make_client(workers, dashboard_address=":0")
+    rows = []
+    try:
+        for h in hidden:
+            runners = {k: ES(env, population=population, seed=0, client=client, hidden=(h, h),
+                             eval_interval=0, iw_k=k, iw_distributed=bool(distributed),
+                             max_episode_steps=episode_steps, env_kwargs=env_kwargs,
+                             name=f"iw-overhead-{h}-k{k}") for k in ks}
+            for r in runners.values():  # warm-up: the second generation has a batch to reuse
+                r.step(2)
+            times = {k: [] for k in ks}
+            for _ in range(generations):
+                for k, r in runners.items():
+                    before = r.wall_time
+                    r.step(1)
+                    times[k].append(r.wall_time - before)
+            base = float(np.median(times[ks[0]]))
+            d = runners[ks[0]].spec.num_params
+            for k in ks:
+                t = float(np.median(times[k]))
+                rows.append({"hidden": h, "params": d, "k": k, "seconds": t,
+                             "ratio": t / base,
+                             "iw_updates": int(runners[k].history.iw_updates.iloc[-1])})
+            progress(f"hidden {h} ({d:,} params): " + ", ".join(
+                f"K={r['k']} {r['ratio']:.3f}x" for r in rows if r["hidden"] == h))
+    finally:
+        client.close()
+    return rows
+
+
+def run(args) -> int:
+    t0 = time.perf_counter()
+    rows = measure(args.env, args.hidden, args.ks, args.population, args.generations,
+                   args.episode_steps, args.workers, args.distributed)
+    print()
+    print(f"iw-overhead on {args.env} (fixed {args.episode_steps}-step episodes), population "
+          f"{args.population}, {args.workers} workers, median of {args.generations} iterations,"
+          f" weights {'on the workers' if args.distributed else 'on the driver'}")
+    print("time per iteration / plain ES:")
+    print(f"  {'hidden':>6} {'params':>9} " + " ".join(f"{'K=' + str(k):>7}" for k in args.ks)
+          + "   plain ES s/iter")
+    for h in args.hidden:
+        sub = [r for r in rows if r["hidden"] == h]
+        print(f"  {h:>6} {sub[0]['params']:>9,} " + " ".join(f"{r['ratio']:>7.3f}" for r in sub)
+              + f"   {sub[0]['seconds']:.2f}")
+    for h, target in TARGETS.items():
+        hit = [r for r in rows if r["hidden"] == h and r["k"] == 4]
+        if hit:
+            ok = "met" if hit[0]["ratio"] <= target else "NOT met"
+            print(f"  target K=4, hidden {h}: <= {target:.2f}x -> {hit[0]['ratio']:.3f}x ({ok})")
+    print(f"  ({time.perf_counter() - t0:.0f} s)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=2)
+    return 0

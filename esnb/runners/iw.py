@@ -1,0 +1,160 @@
+"""The IW-ES part of :class:`esnb.ES`: reusing each batch for up to K more updates.
+
+A generation of ``ES(iw_k=K)`` is: (1) up to K importance-weighted updates from the *previous*
+generation's batch, under this generation's controls, then that batch's observation sums are
+added; (2) rollouts; (3) the ordinary update, after which the batch waits for the next
+generation. Doing (1) at the start of the next generation, not at the end of this one, changes
+no order of operations (nothing happens in between) but means a control changed while rollouts
+ran -- sigma, K, the clip -- applies to the IW updates, with the batch's own ``sigma_old``
+kept to weight it: the weights stay right, and a changed sigma simply spends the batch (ESS
+collapses). The last batch of a run is still pending when the run ends; it is saved in
+checkpoints and used when the run continues.
+
+With ``iw_adaptive`` the updates go on while ESS/n of the raw weights stays above
+``iw_ess_threshold`` (the paper's future work: skip updates whose variance is excessive).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from esnb.controls import Control
+from esnb.es.iw import NORMALIZATIONS, Batch, iw_gradient, noise_dots
+from esnb.noise import NoiseConfig
+from esnb.workers.es import iw_dots
+
+log = logging.getLogger("esnb.iw")
+
+#: distribute the eps.delta dot products to workers when pairs * d reaches this (auto mode)
+DISTRIBUTED_MIN_WORK = 20_000_000
+
+
+def iw_controls(iw_k: int, adaptive: bool) -> list[Control]:
+    """IW-ES's live controls (all of them live: switching K mid-run is the point)."""
+    return [
+        Control("iw_k", "int", iw_k, low=0, high=1000,
+                help="IW updates per batch at most (0: plain OpenAI-ES)"),
+        Control("iw_adaptive", "bool", adaptive,
+                help="stop a batch's IW updates once ESS/n falls below the threshold"),
+        Control("iw_ess_threshold", "float", 0.5, low=0.0, low_open=True, high=1.0,
+                help="ESS/n an IW update needs (adaptive mode)"),
+        Control("iw_clip", "float", 1.0, low=0.0, low_open=True, high=1e6, log=True,
+                help="clip c of the importance weights (the paper: 1)"),
+        Control("iw_normalize", "choice", "sum", choices=NORMALIZATIONS,
+                help="gradient normalised by the sum of clipped weights (eq. 3) or by n"),
+    ]
+
+
+class IWUpdater:
+    """Holds the pending batch and makes its IW updates.
+
+    Parameters
+    ----------
+    distributed : {"auto", True, False}
+        Where the O(n d) dot products run: on the workers that hold the noise table (True), on
+        the driver (False), or on the workers once ``pairs * d >= DISTRIBUTED_MIN_WORK``.
+    """
+
+    def __init__(self, distributed: bool | str = "auto"):
+        if distributed not in ("auto", True, False):
+            raise ValueError(f"iw_distributed must be 'auto', True or False, got {distributed!r}")
+        self.distributed = distributed
+        self.pending: Batch | None = None
+        self.pending_obs: tuple[np.ndarray, np.ndarray, float] | None = None
+        self.log: list[dict[str, Any]] = []
+
+    def keep(self, batch: Batch, obs: tuple[np.ndarray, np.ndarray, float] | None) -> None:
+        self.pending, self.pending_obs = batch, obs
+
+    def _use_workers(self, executor, pairs: int, dim: int) -> bool:
+        if executor.client is None:
+            return False
+        if self.distributed == "auto":
+            return pairs * dim >= DISTRIBUTED_MIN_WORK
+        return bool(self.distributed)
+
+    def dots(self, es, executor, noise_config: NoiseConfig, batch: Batch,
+             label: str) -> tuple[np.ndarray, bool]:
+        """``eps_j . delta`` at the current theta, locally or on the workers (same numbers)."""
+        delta = es.theta.astype(np.float64) - batch.theta_old.astype(np.float64)
+        if not self._use_workers(executor, len(batch.indices), delta.size):
+            return noise_dots(es.noise, batch.indices, delta), False
+        handle = executor.put(delta)
+        try:
+            parts = np.array_split(batch.indices, executor.n_workers)
+            calls = [(iw_dots, (noise_config, handle, p)) for p in parts if len(p)]
+            return np.concatenate(executor.run(calls, label)), True
+        finally:
+            executor.release(handle)
+
+    def run(self, snap, es, executor, noise_config: NoiseConfig, generation: int,
+            label: str) -> dict[str, Any]:
+        """Make this generation's IW updates on the pending batch; return history columns."""
+        batch = self.pending
+        row = {"iw_updates": 0, "iw_ess_frac": np.nan, "iw_skipped": ""}
+        if batch is None or snap.iw_k == 0:
+            return row
+        while batch.updates < snap.iw_k:
+            k = batch.updates + 1
+            dots, remote = self.dots(es, executor, noise_config, batch, f"{label}-iw{k}")
+            step = iw_gradient(es.noise, batch, es.theta, snap.sigma, clip=snap.iw_clip,
+                               normalize=snap.iw_normalize, dots=dots)
+            entry = {"generation": generation, "batch_generation": batch.generation, "k": k,
+                     "ess": step.ess, "ess_frac": step.ess_frac,
+                     "clipped_frac": step.clipped_frac, "sigma_old": batch.sigma_old,
+                     "sigma_new": snap.sigma, "distributed": remote, "grad_norm": np.nan,
+                     "update_norm": 0.0, "skipped": step.skipped}
+            if k == 1:
+                row["iw_ess_frac"] = step.ess_frac
+            if not step.skipped and snap.iw_adaptive and not (
+                step.ess_frac >= snap.iw_ess_threshold
+            ):
+                entry["skipped"] = (f"ESS/n {step.ess_frac:.3g} below "
+                                    f"{snap.iw_ess_threshold:g}")
+            if entry["skipped"]:
+                if step.grad is None:
+                    log.warning("generation %d: IW update %d skipped: %s", generation, k,
+                                entry["skipped"])
+                self.log.append(entry)
+                row["iw_skipped"] = entry["skipped"]
+                break
+            info = es.apply_gradient(step.grad, lr=snap.lr, weight_decay=snap.weight_decay)
+            entry.update(grad_norm=info["grad_norm"], update_norm=info["update_norm"])
+            self.log.append(entry)
+            batch.updates = k
+            row["iw_updates"] = k
+        return row
+
+    def release_obs(self, obs_stats) -> None:
+        """Add the pending batch's observation sums (after its IW updates) and drop it."""
+        if self.pending_obs is not None:
+            obs_stats.add(*self.pending_obs)
+        self.pending, self.pending_obs = None, None
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        meta: dict[str, Any] = {"iw_log": self.log, "iw_pending": self.pending is not None}
+        arrays: dict[str, np.ndarray] = {}
+        b = self.pending
+        if b is not None:
+            arrays.update(iw_indices=b.indices, iw_shaped=b.shaped, iw_theta_old=b.theta_old)
+            meta.update(iw_sigma_old=b.sigma_old, iw_generation=b.generation,
+                        iw_updates=b.updates, iw_has_obs=self.pending_obs is not None)
+            if self.pending_obs is not None:
+                arrays.update(iw_obs_sum=self.pending_obs[0], iw_obs_sumsq=self.pending_obs[1])
+                meta["iw_obs_count"] = self.pending_obs[2]
+        return meta, arrays
+
+    def load(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        self.log = list(meta.get("iw_log", []))
+        self.pending = self.pending_obs = None
+        if meta.get("iw_pending"):
+            self.pending = Batch(arrays["iw_indices"], arrays["iw_shaped"],
+                                 arrays["iw_theta_old"], float(meta["iw_sigma_old"]),
+                                 int(meta["iw_generation"]), int(meta["iw_updates"]))
+            if meta.get("iw_has_obs"):
+                self.pending_obs = (arrays["iw_obs_sum"], arrays["iw_obs_sumsq"],
+                                    float(meta["iw_obs_count"]))
