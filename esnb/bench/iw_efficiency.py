@@ -1,6 +1,6 @@
-"""ES vs IW-ES sample efficiency at a low and a high learning rate (the IW-ES paper's
-Figure 1, in small).
+"""ES vs IW-ES sample efficiency at a low and a high learning rate (IW-ES Figure 1).
 
+The paper's Figure 1 in small.
 Variants K = 0 (plain OpenAI-ES), 2, 4 and "auto" (adaptive K, ESS/n >= threshold), at two
 learning rates, several seeds each, on one MuJoCo env with fixed-length episodes. Every run is
 one Dask task (inline in its worker), so runs go side by side on all cores. Reported: final

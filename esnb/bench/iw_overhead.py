@@ -1,4 +1,4 @@
-"""IW-ES's cost per iteration against plain ES (the IW-ES paper's Figure 3, on this machine).
+"""IW-ES's cost per iteration against plain ES (IW-ES Figure 3, on this machine).
 
 For each hidden size (two layers of 64, 256, 512 on Ant-v5's 105-dim observation: 11,464 /
 94,984 / 321,032 parameters) runners with K = 0..5 share one LocalCluster and take generations

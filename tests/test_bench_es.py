@@ -1,0 +1,45 @@
+"""The ES benchmarks run end to end at toy sizes (their figures come from full runs: see
+BENCHMARKS.md); these tests check that they run and report what they claim to."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def esnb(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "esnb.cli", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_es_scaling_reports_speedup_and_loop_rate(tmp_path):
+    p = esnb("bench", "es-scaling", "--env", "Hopper-v5", "--generations", "2",
+             "--population", "8", "--raw-steps", "2000", "--json", str(tmp_path / "r.json"))
+    assert p.returncode == 0, p.stderr
+    r = json.loads((tmp_path / "r.json").read_text())
+    assert r["theta_bitwise_equal"] is True
+    assert r["speedup"] > 0 and 0 < r["loop_vs_raw"] < 1.5 and 0 < r["cluster_busy"] <= 1.05
+    assert "speed-up" in p.stdout and "loop/raw" in p.stdout
+
+
+@pytest.mark.slow
+def test_iw_overhead_runs_every_k(tmp_path):
+    p = esnb("bench", "iw-overhead", "--env", "Hopper-v5", "--hidden", "8", "--ks", "0", "2",
+             "--population", "4", "--generations", "1", "--episode-steps", "50",
+             "--json", str(tmp_path / "r.json"))
+    assert p.returncode == 0, p.stderr
+    rows = json.loads((tmp_path / "r.json").read_text())
+    assert [r["k"] for r in rows] == [0, 2] and rows[0]["ratio"] == 1.0
+    assert rows[1]["iw_updates"] >= 0
+
+
+@pytest.mark.slow
+def test_iw_efficiency_writes_table_and_plot(tmp_path):
+    p = esnb("bench", "iw-efficiency", "--env", "CartPole-v1", "--steps", "3000", "--seeds", "1",
+             "--ks", "0", "2", "--lrs", "0.01", "--population", "10", "--out", str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "iw_efficiency.html").exists()
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert {r["variant"] for r in summary["table"]} == {"K=0", "K=2"}
