@@ -15,11 +15,15 @@ import sys
 #: ``esnb train <name>`` -> module implementing the trainer protocol
 TRAINERS: dict[str, str] = {
     "es": "esnb.cli.es",
+    "eorl": "esnb.cli.eorl",
 }
 
 #: ``esnb bench <name>`` -> module implementing the benchmark protocol
 BENCHMARKS: dict[str, str] = {
     "es-scaling": "esnb.bench.es_scaling",
+    "eorl-table": "esnb.bench.eorl_table",
+    "iw-overhead": "esnb.bench.iw_overhead",
+    "iw-efficiency": "esnb.bench.iw_efficiency",
 }
 
 
@@ -36,20 +40,33 @@ def build_parser() -> argparse.ArgumentParser:
     train = sub.add_parser("train", help="train one algorithm on one environment")
     algos = train.add_subparsers(dest="algorithm", required=True)
     for name, module in TRAINERS.items():
-        mod = importlib.import_module(module)
-        p = algos.add_parser(name, help=mod.__doc__.splitlines()[0] if mod.__doc__ else None)
-        common.add_run_arguments(p)
-        mod.add_arguments(p)
+        p, mod = _plugin_parser(algos, name, module)
+        if mod is not None:
+            common.add_run_arguments(p)
+            mod.add_arguments(p)
         p.set_defaults(trainer=module)
 
     bench = sub.add_parser("bench", help="benchmarks measured side by side in one run")
     benches = bench.add_subparsers(dest="benchmark", required=True)
     for name, module in BENCHMARKS.items():
-        mod = importlib.import_module(module)
-        p = benches.add_parser(name, help=mod.__doc__.splitlines()[0] if mod.__doc__ else None)
-        mod.add_arguments(p)
+        p, mod = _plugin_parser(benches, name, module)
+        if mod is not None:
+            mod.add_arguments(p)
         p.set_defaults(bench=module)
     return parser
+
+
+def _plugin_parser(subparsers, name: str, module: str):
+    """A subcommand for ``module``; one that fails to import is listed as unavailable (and
+    says why when called) instead of breaking every other command."""
+    try:
+        mod = importlib.import_module(module)
+    except Exception as exc:  # noqa: BLE001 - reported when the command is used
+        p = subparsers.add_parser(name, help=f"(unavailable: {type(exc).__name__}: {exc})")
+        p.set_defaults(unavailable=f"esnb {name} is unavailable: {type(exc).__name__}: {exc}")
+        return p, None
+    doc = mod.__doc__.strip().splitlines()[0] if mod.__doc__ else None
+    return subparsers.add_parser(name, help=doc), mod
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,8 +74,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    if not args.verbose:  # dask logs cluster start/stop at INFO through its own handlers
+        logging.getLogger("distributed").setLevel(logging.WARNING)
     from esnb.cli import common
 
+    if getattr(args, "unavailable", None):
+        print(f"esnb: error: {args.unavailable}", file=sys.stderr)
+        return 2
     try:
         if args.command == "demo":
             return common.run_demo(args)
