@@ -100,11 +100,13 @@ class Runner:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def start(self, **budget: float) -> Runner:
+    def start(self, paused: bool = False, **budget: float) -> Runner:
         """Run on a background thread and return at once.
 
         Parameters
         ----------
+        paused : bool
+            Start held: nothing runs until ``step()`` or ``resume()`` (a "step one" button).
         **budget
             Stop after this many more units of a counter, e.g. ``generations=50`` or
             ``env_steps=2_000_000`` (the first one reached ends the run). None: until stop().
@@ -115,7 +117,7 @@ class Runner:
                 raise RuntimeError(f"{self.algorithm} runner is already running")
             self._target = target
             self._stop_requested = False
-            self._paused = False
+            self._paused = bool(paused)  # paused=True: the thread waits for step()/resume()
             self._pending_steps = 0
             self.error = None
             self._state = "running"
@@ -291,7 +293,8 @@ class Runner:
         """A bokeh figure of the history (the same one the live view draws)."""
         from esnb.ui.plots import history_figure
 
-        return history_figure(self.history, self.changes, title=f"{self.algorithm} {self.name}")
+        return history_figure(self.history, self.changes, title=f"{self.algorithm} {self.name}",
+                              runner=self)
 
     # -- checkpoints -------------------------------------------------------------------------
     def save(self, path) -> Any:

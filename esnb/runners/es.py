@@ -222,6 +222,20 @@ class ES(Runner):
                 self.executor.release(handle)
         return np.concatenate([r["returns"] for r in res])
 
+    def plot_panels(self):
+        """IW-ES runs add a panel of ESS and updates per batch (see :mod:`esnb.ui.spec`)."""
+        from esnb.ui.spec import PlotPanel, Series
+
+        if self.controls["iw_k"] == 0 and not self.iw.log:
+            return []
+        return [
+            PlotPanel("IW-ES updates per batch vs {x}", [Series("iw_updates", "IW updates")],
+                      y_label="updates"),
+            PlotPanel("IW-ES ESS/n vs {x}",
+                      [Series("iw_ess_frac", "ESS/n of the first IW update", points=True)],
+                      y_label="ESS / n"),
+        ]
+
     @property
     def iw_history(self):
         """Every attempted IW update: generation, batch, k, ESS, clipped share, norms."""

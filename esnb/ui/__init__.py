@@ -1,1 +1,45 @@
-"""Views of a run: static bokeh figures (and, in notebooks, live widgets)."""
+"""Views of a run: live widgets for notebooks and the static figure the CLI exports.
+
+- :func:`dashboard` (``esnb.ui.dashboard(runner)``): :class:`ControlPanel` above
+  :class:`LivePlot`, the one-liner of a notebook;
+- :class:`ControlPanel`: ipywidgets built from the runner's control schema, lifecycle buttons,
+  a status line with the Dask dashboard link;
+- :class:`LivePlot`: a bokeh figure in ``jupyter_bokeh.BokehModel``, appended to by one pump
+  thread (:mod:`esnb.ui.pump` says why a thread);
+- :func:`history_figure` / ``runner.plot()``: the same drawing of a finished run.
+
+Runners add plot panels without widget code: see :mod:`esnb.ui.spec` (``plot_panels``).
+Names load lazily, so declaring panels (:class:`PlotPanel`, :class:`Series`) imports neither
+bokeh nor ipywidgets.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_LAZY = {
+    "ControlPanel": "esnb.ui.panel",
+    "LivePlot": "esnb.ui.liveplot",
+    "Dashboard": "esnb.ui.board",
+    "dashboard": "esnb.ui.board",
+    "history_figure": "esnb.ui.plots",
+    "RunFigure": "esnb.ui.plots",
+    "PlotPanel": "esnb.ui.spec",
+    "Series": "esnb.ui.spec",
+    "panels_for": "esnb.ui.spec",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'esnb.ui' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
