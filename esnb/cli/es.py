@@ -25,7 +25,6 @@ def add_arguments(p) -> None:
 
 
 def make_runner(args, client):
-    from esnb.noise import DEFAULT_SIZE
     from esnb.runners.es import ES
 
     iw_k = args.iw_k if args.iw_k == "auto" else _int(args.iw_k, "--iw-k")
@@ -33,7 +32,7 @@ def make_runner(args, client):
                 weight_decay=args.weight_decay, seed=args.seed, client=client,
                 hidden=tuple(args.hidden), shaping=args.shaping,
                 eval_interval=args.eval_interval, max_episode_steps=args.max_episode_steps,
-                noise_size=args.noise_size or DEFAULT_SIZE, name=args.name, iw_k=iw_k,
+                noise_size=args.noise_size, name=args.name, iw_k=iw_k,
                 iw_k_max=args.iw_k_max)
     runner.controls.set(iw_clip=args.iw_clip, iw_ess_threshold=args.iw_ess_threshold,
                         iw_normalize=args.iw_normalize)

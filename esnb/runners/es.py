@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from esnb import config
 from esnb.controls import Control, Controls, ControlSnapshot
 from esnb.envs.make import env_spaces
 from esnb.envs.obs_stats import ObsStats
@@ -101,8 +102,9 @@ class ES(Runner):
         Episode cap (default: the env's own time limit).
     env_kwargs : dict, optional
         Extra ``gymnasium.make`` arguments.
-    noise_size, noise_seed : int
-        The shared noise table (25M float32 = 100 MB by default).
+    noise_size, noise_seed : int, optional
+        The shared noise table; default from dask config ``esnb.noise.size``/``.seed``
+        (25M float32 = 100 MB, seed 123).
     min_task_runtime : float
         Seconds a task should at least run; pairs are batched to reach it (measured).
     action_noise : float
@@ -130,8 +132,8 @@ class ES(Runner):
                  hidden=(64, 64), activation: str = "tanh", shaping: str = "centered_ranks",
                  eval_interval: int = 5, eval_episodes: int = 5, obs_norm: bool = True,
                  obs_stat_prob: float = 0.01, max_episode_steps: int | None = None,
-                 env_kwargs: dict | None = None, noise_size: int = DEFAULT_SIZE,
-                 noise_seed: int = DEFAULT_SEED, min_task_runtime: float = 0.1,
+                 env_kwargs: dict | None = None, noise_size: int | None = None,
+                 noise_seed: int | None = None, min_task_runtime: float = 0.1,
                  action_noise: float = 0.0, iw_k: int | str = 0, iw_k_max: int = 10,
                  iw_distributed: bool | str = "auto", name: str | None = None):
         if iw_k == "auto":
@@ -150,6 +152,10 @@ class ES(Runner):
         if action_noise < 0:
             raise ValueError(f"action_noise must be >= 0, got {action_noise}")
         super().__init__(controls, name=name)
+        noise_size = int(config.get("noise.size", DEFAULT_SIZE) if noise_size is None
+                         else noise_size)
+        noise_seed = int(config.get("noise.seed", DEFAULT_SEED) if noise_seed is None
+                         else noise_seed)
         obs_space, act_space, _ = env_spaces(env, **(env_kwargs or {}))
         self.spec = PolicySpec.for_spaces(obs_space, act_space, hidden=hidden,
                                           activation=activation)
