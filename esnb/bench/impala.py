@@ -1,0 +1,214 @@
+"""IMPALA on a 2-worker LocalCluster: time to solve CartPole-v1, throughput, policy lag.
+
+Part 1 (always): ``esnb.Impala`` learns CartPole-v1 until a greedy evaluation of 20 episodes
+averages >= 475 (target: under 3 minutes). Reported: the time and env steps when that
+evaluation landed, the evaluated parameters and the final ones each re-evaluated on 20 new
+seeds, actor frames/s, learner updates/s and frames/s, and the histogram of policy lag
+(learner version - behaviour version of every unroll trained on).
+
+Part 2 (``--lag-compare``): actors deliberately lagging (the ``actor_lag`` control hands them
+parameters N versions old), V-trace against no correction (rho = c = 1 forced), the same
+learner-step budget each, every (lag, seed) pair run with both corrections back to back.
+Reported: greedy evaluation at the end, mean training return over the last quarter, the
+ratio statistics the learner saw. Whatever it shows is the result.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+
+SOLVED = 475.0
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--env", default="CartPole-v1")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--time-limit", type=float, default=180.0, help="seconds for part 1")
+    p.add_argument("--eval-interval", type=int, default=25, help="learner steps")
+    p.add_argument("--lag-compare", action="store_true", help="also run part 2")
+    p.add_argument("--lags", type=int, nargs="+", default=[0, 25, 100])
+    p.add_argument("--compare-steps", type=int, default=500, help="learner steps per run")
+    p.add_argument("--compare-seeds", type=int, default=2)
+    p.add_argument("--json", default=None, help="also write the figures to this file")
+
+
+#: the CartPole settings of the benchmark (also the defaults of ``esnb.Impala``)
+SETTINGS = dict(lr=1e-3, entropy_cost=0.01, unroll_length=20, batch_size=32,
+                envs_per_actor=16, hidden=(64, 64))
+
+
+def _hist_text(hist: dict[int, int], width: int = 40) -> list[str]:
+    total = sum(hist.values())
+    if not total:
+        return []
+    edges = [0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 10**9]
+    bins = [(lo, hi, sum(v for k, v in hist.items() if lo <= k < hi))
+            for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
+    top = max(n for _, _, n in bins)
+    lines = []
+    for lo, hi, n in bins:
+        if n == 0 and lo > max(hist):
+            break
+        label = f"{lo}" if hi == lo + 1 else (f"{lo}-{hi - 1}" if hi < 10**9 else f">={lo}")
+        bar = "#" * max(1 if n else 0, round(width * n / top))
+        lines.append(f"    lag {label:>7}: {n / total:6.1%} {bar}")
+    return lines
+
+
+def solve(client, env: str, seed: int, time_limit: float, eval_interval: int,
+          progress=print) -> dict:
+    from esnb.runners.impala import Impala
+
+    r = Impala(env, client=client, seed=seed, eval_interval=eval_interval, eval_episodes=20,
+               name=f"bench-impala-{seed}", **SETTINGS)
+    solved_at = None
+    try:
+        t0 = time.perf_counter()
+        r.start()
+        next_report = 10.0
+        while r.running and time.perf_counter() - t0 < time_limit:
+            time.sleep(0.2)
+            h = r.records
+            evals = [row for row in h if row["eval_return"] == row["eval_return"]]
+            if evals and evals[-1]["eval_return"] >= SOLVED:
+                solved_at = {"seconds": time.perf_counter() - t0, **evals[-1]}
+                break
+            if time.perf_counter() - t0 > next_report and h:
+                next_report += 10.0
+                last = h[-1]
+                progress(f"  {time.perf_counter() - t0:5.0f} s  env steps {last['env_steps']:>9,}"
+                         f"  return {last['return_mean']:7.1f}  last eval "
+                         f"{evals[-1]['eval_return'] if evals else float('nan'):6.1f}")
+        r.stop()
+        r.wait()
+        elapsed = time.perf_counter() - t0
+        confirm = r.evaluate(20)
+        # the evaluated parameters that solved it, on 20 new seeds (the learner moved on)
+        confirm_best = r.evaluate(20, best=True) if r.best is not None else None
+        h = r.history
+    finally:
+        r.close()
+    hist = r.lag_histogram()
+    lags = np.repeat(list(hist), list(hist.values()))
+    wall = float(h.wall_time.iloc[-1])
+    out = {
+        "env": env, "seed": seed, "solved": solved_at is not None,
+        "seconds_to_solve": solved_at["seconds"] if solved_at else None,
+        "env_steps_at_solve": int(solved_at["eval_env_steps"]) if solved_at else None,
+        "eval_at_solve": solved_at["eval_return"] if solved_at else None,
+        "eval_min_at_solve": solved_at["eval_return_min"] if solved_at else None,
+        "run_seconds": elapsed,
+        "confirm_eval_mean": float(confirm.mean()), "confirm_eval_min": float(confirm.min()),
+        "best_version": r.best["version"] if r.best else None,
+        "confirm_best_mean": float(confirm_best.mean()) if confirm_best is not None else None,
+        "confirm_best_min": float(confirm_best.min()) if confirm_best is not None else None,
+        "env_steps": int(h.env_steps.iloc[-1]), "learner_steps": int(h.learner_steps.iloc[-1]),
+        "actor_frames_per_s": float(h.env_steps.iloc[-1] / wall),
+        "learner_updates_per_s": float(h.learner_steps.iloc[-1] / wall),
+        "learner_frames_per_s": float(h.frames_trained.iloc[-1] / wall),
+        "learner_busy": float(h.learn_time.sum() / wall),
+        "lag_mean": float(lags.mean()), "lag_p50": float(np.percentile(lags, 50)),
+        "lag_p95": float(np.percentile(lags, 95)), "lag_max": int(lags.max()),
+        "lag_histogram": hist,
+    }
+    return out
+
+
+def compare(client, env: str, lags: list[int], steps: int, seeds: int,
+            progress=print) -> list[dict]:
+    from esnb.runners.impala import Impala
+
+    rows = []
+    for lag in lags:
+        for seed in range(seeds):
+            for correction in ("vtrace", "none"):
+                r = Impala(env, client=client, seed=100 + seed, actor_lag=lag,
+                           correction=correction, eval_interval=0,
+                           name=f"bench-lag{lag}-{correction}-{seed}", **SETTINGS)
+                try:
+                    t0 = time.perf_counter()
+                    r.start(learner_steps=steps)
+                    r.wait()
+                    ev = r.evaluate(20)
+                    h = r.history
+                finally:
+                    r.close()
+                tail = h.iloc[-max(1, len(h) // 4):]
+                rows.append({
+                    "lag": lag, "seed": seed, "correction": correction,
+                    "eval_mean": float(ev.mean()), "eval_min": float(ev.min()),
+                    "train_return_last_quarter": float(np.nanmean(tail.return_mean)),
+                    "lag_mean": float(h.lag_mean.mean()),
+                    "log_ratio_abs": float(h.log_ratio_abs.mean()),
+                    "rho_clipped": float(h.rho_clipped.mean()),
+                    "env_steps": int(h.env_steps.iloc[-1]),
+                    "seconds": time.perf_counter() - t0,
+                })
+                progress(f"  lag {lag:>4} seed {seed} {correction:>6}: greedy eval "
+                         f"{ev.mean():6.1f}, training return (last quarter) "
+                         f"{rows[-1]['train_return_last_quarter']:6.1f}, mean |log pi/mu| "
+                         f"{rows[-1]['log_ratio_abs']:.3f} ({rows[-1]['seconds']:.0f} s)")
+    return rows
+
+
+def run(args) -> int:
+    import logging
+    import os
+
+    import torch
+
+    from esnb.cluster import make_client
+
+    torch.set_num_threads(1)
+    load = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    client = make_client(args.workers, dashboard_address=":0", silence_logs=logging.ERROR)
+    startup = time.perf_counter() - t0
+    try:
+        print(f"impala bench: {args.env} on a {args.workers}-worker LocalCluster (started in "
+              f"{startup:.1f} s), load average {load:.2f} at start")
+        r = solve(client, args.env, args.seed, args.time_limit, args.eval_interval)
+        rows = (compare(client, args.env, args.lags, args.compare_steps, args.compare_seeds)
+                if args.lag_compare else [])
+    finally:
+        client.close()
+    print()
+    if r["solved"]:
+        print(f"  solved: greedy eval {r['eval_at_solve']:.1f} over 20 episodes (min "
+              f"{r['eval_min_at_solve']:.0f}) after {r['seconds_to_solve']:.1f} s, "
+              f"{r['env_steps_at_solve']:,} env steps (target: >= {SOLVED:.0f} in < 180 s)")
+    else:
+        print(f"  NOT solved within {args.time_limit:.0f} s")
+    if r["confirm_best_mean"] is not None:
+        print(f"  best evaluated version {r['best_version']}, 20 new seeds: greedy "
+              f"{r['confirm_best_mean']:.1f} (min {r['confirm_best_min']:.0f})")
+    print(f"  final parameters (learner kept going), 20 new seeds: greedy "
+          f"{r['confirm_eval_mean']:.1f} (min {r['confirm_eval_min']:.0f})")
+    print(f"  actors   {r['actor_frames_per_s']:>9,.0f} frames/s")
+    print(f"  learner  {r['learner_updates_per_s']:>9,.1f} updates/s = "
+          f"{r['learner_frames_per_s']:,.0f} frames/s, busy {r['learner_busy']:.0%} of wall time")
+    print(f"  policy lag (versions): mean {r['lag_mean']:.2f}, median {r['lag_p50']:.0f}, "
+          f"95% {r['lag_p95']:.0f}, max {r['lag_max']}")
+    for line in _hist_text(r["lag_histogram"]):
+        print(line)
+    if rows:
+        print()
+        print(f"  lagging actors, {args.compare_steps} learner steps each, "
+              f"{args.compare_seeds} seed(s): mean greedy eval (20 episodes) / training return")
+        for lag in args.lags:
+            cells = []
+            for corr in ("vtrace", "none"):
+                sel = [x for x in rows if x["lag"] == lag and x["correction"] == corr]
+                cells.append(f"{corr:>6}: eval {np.mean([x['eval_mean'] for x in sel]):6.1f} "
+                             f"train {np.mean([x['train_return_last_quarter'] for x in sel]):6.1f}")
+            print(f"    lag {lag:>4}   " + "   ".join(cells))
+    print(f"  ({time.perf_counter() - t0:.0f} s; load average now {os.getloadavg()[0]:.2f})")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"solve": r, "lag_compare": rows, "load_at_start": load}, f, indent=2,
+                      default=str)
+    return 0 if r["solved"] else 1

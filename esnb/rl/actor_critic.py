@@ -1,0 +1,205 @@
+"""IMPALA's actor-critic (Espeholt et al. 2018, arXiv 1802.01561): a policy head and a value
+head over one flat float32 parameter vector, in torch for the learner and numpy for actors.
+
+Layout of the flat vector: the policy MLP (:class:`~esnb.policies.spec.PolicySpec` layout:
+each layer's weight ``[out, in]`` then its bias), the value MLP (same layout, one output),
+then, for continuous actions, one log-std per action dimension (state-independent, as in
+most continuous actor-critics). Actors only need the policy part and the log-stds
+(:meth:`ActorCriticSpec.actor_params`), which is what the learner publishes.
+
+Policies:
+
+- discrete actions: categorical over the policy MLP's logits;
+- Box actions: diagonal Gaussian ``N(mean(x), exp(log_std)^2)``; the *unclipped* sample is
+  what log-probs refer to, the environment receives it clipped to the action bounds.
+
+Observations are optionally normalised as ``clip((x - mean) / std, -obs_clip, obs_clip)`` with
+statistics the learner publishes with the parameters.
+
+Actors step with :class:`NumpyActor` (a batched numpy forward over all of an actor's
+environments: DESIGN measures torch at ~5x numpy's cost per small forward); the learner
+computes the same function in torch (:mod:`esnb.rl.impala_loss`). This module imports numpy
+only, so actor workers never load torch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from esnb.policies.spec import PolicySpec, init_params
+
+#: log-stds are clamped to this range (actor and learner alike) so exp() stays finite
+LOG_STD_RANGE = (-5.0, 2.0)
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+@dataclass(frozen=True)
+class ActorCriticSpec:
+    """Sizes and kind of an IMPALA actor-critic.
+
+    Attributes
+    ----------
+    policy : PolicySpec
+        The policy MLP (outputs logits, or Gaussian means).
+    value : PolicySpec
+        The value MLP (one output).
+    init_log_std : float
+        Initial log-std of Gaussian policies (-0.5: std 0.61, a usual start for MuJoCo).
+    """
+
+    policy: PolicySpec
+    value: PolicySpec
+    init_log_std: float = -0.5
+    _n_pi: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        if self.value.act_dim != 1 or self.value.obs_dim != self.policy.obs_dim:
+            raise ValueError("the value MLP must read the policy's observations and output 1")
+        object.__setattr__(self, "_n_pi", self.policy.num_params)
+
+    @classmethod
+    def for_spaces(cls, observation_space, action_space, hidden=(64, 64),
+                   activation: str = "tanh", init_log_std: float = -0.5) -> ActorCriticSpec:
+        """The spec for gymnasium spaces (Box observations; Discrete or Box actions)."""
+        policy = PolicySpec.for_spaces(observation_space, action_space, hidden=hidden,
+                                       activation=activation)
+        value = PolicySpec(policy.obs_dim, 1, tuple(hidden), activation=activation)
+        return cls(policy, value, float(init_log_std))
+
+    @property
+    def discrete(self) -> bool:
+        return self.policy.discrete
+
+    @property
+    def obs_dim(self) -> int:
+        return self.policy.obs_dim
+
+    @property
+    def act_dim(self) -> int:
+        return self.policy.act_dim
+
+    @property
+    def n_log_std(self) -> int:
+        return 0 if self.discrete else self.act_dim
+
+    @property
+    def num_params(self) -> int:
+        return self.policy.num_params + self.value.num_params + self.n_log_std
+
+    def parts(self, flat):
+        """``(policy, value, log_std)`` views of a flat vector (numpy or torch)."""
+        n_pi, n_v = self._n_pi, self.value.num_params
+        return flat[:n_pi], flat[n_pi:n_pi + n_v], flat[n_pi + n_v:]
+
+    def actor_params(self, flat: np.ndarray) -> np.ndarray:
+        """What an actor needs (policy MLP + log-stds), as one new float32 vector."""
+        pi, _, log_std = self.parts(np.asarray(flat, dtype=np.float32))
+        return np.concatenate([pi, log_std]).astype(np.float32)
+
+    def to_dict(self) -> dict:
+        return {"policy": self.policy.to_dict(), "value": self.value.to_dict(),
+                "init_log_std": self.init_log_std}
+
+
+def init_actor_critic(spec: ActorCriticSpec, rng: np.random.Generator) -> np.ndarray:
+    """Initial flat parameters: normalised-column init, a near-uniform first policy (output
+    layer scaled to 0.01), a unit-scale value output, log-stds at ``init_log_std``."""
+    pi = init_params(spec.policy, rng, out_std=0.01)
+    v = init_params(spec.value, rng, out_std=1.0)
+    log_std = np.full(spec.n_log_std, spec.init_log_std, dtype=np.float32)
+    return np.concatenate([pi, v, log_std]).astype(np.float32)
+
+
+# --------------------------------------------------------------------------------------------
+# numpy: the actors' fast path
+# --------------------------------------------------------------------------------------------
+class NumpyActor:
+    """Batched numpy policy over ``[E, obs_dim]`` observations: samples actions and log-probs.
+
+    Parameters
+    ----------
+    spec : ActorCriticSpec
+    actor_params : ndarray of float32
+        :meth:`ActorCriticSpec.actor_params` of the learner's flat vector.
+    obs_mean, obs_std : ndarray, optional
+        Observation normalisation (None: raw observations).
+    """
+
+    def __init__(self, spec: ActorCriticSpec, actor_params: np.ndarray, obs_mean=None,
+                 obs_std=None):
+        p = np.asarray(actor_params, dtype=np.float32)
+        n_pi = spec.policy.num_params
+        if p.shape != (n_pi + spec.n_log_std,):
+            raise ValueError(f"actor parameters must have shape ({n_pi + spec.n_log_std},), "
+                             f"got {p.shape}")
+        self.spec = spec
+        # transposed weights [in, out] so a batch is x @ W (one np.dot per layer)
+        self._layers = [(np.ascontiguousarray(p[w].reshape(shape).T), p[b].copy())
+                        for w, shape, b in spec.policy.slices()]
+        self._tanh = spec.policy.activation == "tanh"
+        self._mean = None if obs_mean is None else np.asarray(obs_mean, np.float32)
+        self._std = None if obs_std is None else np.asarray(obs_std, np.float32)
+        self._clip = float(spec.policy.obs_clip)
+        if not spec.discrete:
+            log_std = np.clip(p[n_pi:], *LOG_STD_RANGE).astype(np.float64)
+            self.log_std = log_std
+            self.std = np.exp(log_std)
+            self._logp_const = -float(log_std.sum()) - spec.act_dim * _HALF_LOG_2PI
+            self._low = np.asarray(spec.policy.low, np.float32) if spec.policy.low else None
+            self._high = np.asarray(spec.policy.high, np.float32) if spec.policy.high else None
+
+    def outputs(self, obs: np.ndarray) -> np.ndarray:
+        """Logits (discrete) or Gaussian means for a batch ``[E, obs_dim]`` (float32)."""
+        x = np.asarray(obs, dtype=np.float32).reshape(len(obs), -1)
+        if self._mean is not None:
+            x = np.clip((x - self._mean) / self._std, -self._clip, self._clip)
+        last = len(self._layers) - 1
+        for k, (w, b) in enumerate(self._layers):
+            x = np.dot(x, w)
+            x += b
+            if k < last:
+                if self._tanh:
+                    np.tanh(x, out=x)
+                else:
+                    np.maximum(x, 0.0, out=x)
+        return x
+
+    def sample(self, obs: np.ndarray, rng: np.random.Generator):
+        """Draw one action per row from ``rng``.
+
+        Returns
+        -------
+        actions : ndarray
+            int64 ``[E]`` (discrete) or float32 ``[E, act_dim]`` unclipped samples.
+        log_probs : ndarray of float32, shape [E]
+            log mu(a|x) of those actions.
+        """
+        out = self.outputs(obs).astype(np.float64)
+        if self.spec.discrete:
+            out -= out.max(axis=1, keepdims=True)
+            log_z = np.log(np.exp(out).sum(axis=1, keepdims=True))
+            logp_all = out - log_z
+            cdf = np.cumsum(np.exp(logp_all), axis=1)
+            u = rng.random((len(out), 1))
+            a = np.minimum((u > cdf).sum(axis=1), out.shape[1] - 1)
+            return a.astype(np.int64), logp_all[np.arange(len(a)), a].astype(np.float32)
+        z = rng.standard_normal(out.shape)
+        a = out + self.std * z
+        logp = self._logp_const - 0.5 * np.square(z).sum(axis=1)
+        return a.astype(np.float32), logp.astype(np.float32)
+
+    def env_actions(self, actions: np.ndarray) -> np.ndarray:
+        """Sampled actions as the environment takes them (Box: clipped to the bounds)."""
+        if self.spec.discrete or self._low is None:
+            return actions
+        return np.clip(actions, self._low, self._high)
+
+    def greedy(self, obs: np.ndarray) -> np.ndarray:
+        """The most likely action per row (argmax, or the clipped mean)."""
+        out = self.outputs(obs)
+        if self.spec.discrete:
+            return out.argmax(axis=1)
+        return self.env_actions(out)

@@ -1,0 +1,292 @@
+"""IMPALA's learner (Espeholt et al. 2018, arXiv 1802.01561): the torch actor-critic, the loss
+and one optimiser step on a batch of unrolls.
+
+One learner step, top to bottom (:meth:`ImpalaLearner.step`):
+
+1. one forward pass over every observation of the batch: x_0..x_T of each unroll, plus the
+   final observations cut off by a time limit inside the unrolls;
+2. target log-probs log pi(a_t|x_t) and entropies of the actions the actors took;
+3. rewards and discounts: gamma_t = gamma, or 0 where the episode ended; at a time-limit
+   truncation ``gamma * V(x_final)`` (current network, no gradient) is added to r_t, so the
+   truncation bootstraps instead of terminating (see :mod:`esnb.rl.vtrace`);
+4. V-trace targets v_s and advantages A_s (no gradient), or, with ``correction="none"``,
+   the same formulas with rho = c = 1 forced (target log-probs := behaviour log-probs);
+5. loss = policy gradient ``-sum log pi(a_s|x_s) A_s`` + baseline
+   ``baseline_cost * 1/2 sum (v_s - V(x_s))^2`` + entropy ``-entropy_cost * sum H(pi(.|x_s))``
+   (sums over T and B, as the reference implementation);
+6. clip the gradient's global norm, one optimiser step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from esnb.envs.obs_stats import ObsStats
+from esnb.rl.actor_critic import _HALF_LOG_2PI, LOG_STD_RANGE, ActorCriticSpec
+from esnb.rl.unrolls import UnrollBatch
+from esnb.rl.vtrace import vtrace
+
+CORRECTIONS = ("vtrace", "none")
+OPTIMIZERS = ("adam", "rmsprop")
+
+
+class ActorCritic(nn.Module):
+    """The learner's network: ``forward(obs) -> (policy outputs, values)``.
+
+    ``self.flat`` (layout of :class:`~esnb.rl.actor_critic.ActorCriticSpec`) is the only
+    parameter: one optimiser, one checkpoint array, and the actors' vector is a slice of it.
+    """
+
+    def __init__(self, spec: ActorCriticSpec, flat=None):
+        super().__init__()
+        self.spec = spec
+        data = torch.zeros(spec.num_params, dtype=torch.float32)
+        if flat is not None:
+            data.copy_(torch.as_tensor(np.asarray(flat, dtype=np.float32)))
+        self.flat = nn.Parameter(data)
+        self.register_buffer("obs_mean", torch.zeros(spec.obs_dim))
+        self.register_buffer("obs_std", torch.ones(spec.obs_dim))
+        self.normalise = False
+
+    def set_obs_norm(self, mean, std) -> None:
+        """Normalise observations as ``clip((x - mean) / std, -obs_clip, obs_clip)``."""
+        self.obs_mean.copy_(torch.as_tensor(np.asarray(mean, dtype=np.float32)))
+        self.obs_std.copy_(torch.as_tensor(np.asarray(std, dtype=np.float32)))
+        self.normalise = True
+
+    @staticmethod
+    def _mlp(part, pspec, x):
+        act = torch.tanh if pspec.activation == "tanh" else torch.relu
+        layers = pspec.slices()
+        for k, (w, shape, b) in enumerate(layers):
+            x = nn.functional.linear(x, part[w].view(shape), part[b])
+            if k < len(layers) - 1:
+                x = act(x)
+        return x
+
+    def forward(self, obs: torch.Tensor):
+        """``(logits or Gaussian means [N, act_dim], values [N])`` of ``obs`` ``[N, obs_dim]``."""
+        x = obs.to(torch.float32)
+        if self.normalise:
+            c = self.spec.policy.obs_clip
+            x = torch.clamp((x - self.obs_mean) / self.obs_std, -c, c)
+        pi, v, _ = self.spec.parts(self.flat)
+        return self._mlp(pi, self.spec.policy, x), self._mlp(v, self.spec.value, x)[:, 0]
+
+    def log_std(self) -> torch.Tensor:
+        """Clamped log-stds of a Gaussian policy (as the actors clamp them)."""
+        return torch.clamp(self.spec.parts(self.flat)[2], *LOG_STD_RANGE)
+
+    def log_prob_entropy(self, outputs: torch.Tensor, actions: torch.Tensor):
+        """``(log pi(a|x) [N], entropy [N])`` of ``actions`` under these policy outputs."""
+        if self.spec.discrete:
+            logp_all = torch.log_softmax(outputs, dim=-1)
+            logp = logp_all.gather(-1, actions.long().unsqueeze(-1))[:, 0]
+            return logp, -(logp_all.exp() * logp_all).sum(-1)
+        log_std = self.log_std()
+        z = (actions - outputs) / log_std.exp()
+        logp = (-0.5 * z.square() - log_std - _HALF_LOG_2PI).sum(-1)
+        entropy = (log_std + 0.5 + _HALF_LOG_2PI).sum().expand(outputs.shape[0])
+        return logp, entropy
+
+
+@dataclass(frozen=True)
+class LossConfig:
+    """The loss's coefficients (one snapshot of the runner's controls)."""
+
+    discount: float = 0.99
+    baseline_cost: float = 0.5
+    entropy_cost: float = 0.01
+    clip_rho_threshold: float = 1.0
+    clip_pg_rho_threshold: float = 1.0
+    clip_c_threshold: float = 1.0
+    lambda_: float = 1.0
+    correction: str = "vtrace"
+    reward_scale: float = 1.0
+
+
+def vtrace_inputs(model: ActorCritic, batch: UnrollBatch, cfg: LossConfig) -> dict:
+    """The network's view of a batch, and V-trace's inputs (steps 1-3 above).
+
+    Returns
+    -------
+    dict of torch.Tensor
+        ``logp`` and ``entropy`` [T, B] (differentiable), ``values`` [T+1, B]
+        (differentiable; row T is the bootstrap value), and, without gradient, ``behaviour``
+        [T, B], ``target`` [T, B] (= behaviour with ``correction="none"``), ``rewards`` [T, B]
+        (scaled, truncations bootstrapped) and ``discounts`` [T, B].
+    """
+    if cfg.correction not in CORRECTIONS:
+        raise ValueError(f"correction must be one of {CORRECTIONS}, got {cfg.correction!r}")
+    T, B = batch.T, batch.B
+    obs = torch.from_numpy(np.ascontiguousarray(batch.obs)).reshape((T + 1) * B, -1)
+    extra = torch.from_numpy(np.ascontiguousarray(batch.trunc_obs, dtype=np.float32))
+    outputs, values_all = model(torch.cat([obs, extra]) if len(extra) else obs)
+    n = (T + 1) * B
+    actions = torch.from_numpy(np.ascontiguousarray(batch.actions))
+    actions = actions.reshape(T * B) if model.spec.discrete else actions.reshape(T * B, -1)
+    logp, entropy = model.log_prob_entropy(outputs[:T * B], actions)
+
+    rewards = torch.from_numpy(batch.rewards.astype(np.float32)) * cfg.reward_scale
+    ended = torch.from_numpy(batch.terminated | batch.truncated)
+    discounts = torch.where(ended, 0.0, cfg.discount).to(torch.float32)
+    if len(extra):  # bootstrap time-limit truncations from the value of the cut-off state
+        t, b = torch.from_numpy(batch.trunc_t), torch.from_numpy(batch.trunc_b)
+        rewards = rewards.index_put((t, b), cfg.discount * values_all[n:].detach(),
+                                    accumulate=True)
+    behaviour = torch.from_numpy(batch.behaviour_log_probs.astype(np.float32))
+    logp = logp.view(T, B)
+    return {"logp": logp, "entropy": entropy.view(T, B), "values": values_all[:n].view(T + 1, B),
+            "behaviour": behaviour,
+            "target": logp.detach() if cfg.correction == "vtrace" else behaviour,
+            "rewards": rewards, "discounts": discounts}
+
+
+def impala_loss(model: ActorCritic, batch: UnrollBatch, cfg: LossConfig):
+    """The IMPALA loss of one batch and its diagnostics.
+
+    Returns
+    -------
+    loss : torch.Tensor
+        Scalar, differentiable w.r.t. ``model.flat``.
+    stats : dict of float
+        ``pg_loss baseline_loss entropy rho_mean rho_clipped log_ratio_abs value_mean
+        vs_mean advantage_mean``.
+    """
+    x = vtrace_inputs(model, batch, cfg)
+    T = batch.T
+    logp, entropy, values, behaviour = x["logp"], x["entropy"], x["values"], x["behaviour"]
+    vt = vtrace(behaviour, x["target"], x["rewards"], x["discounts"], values[:T].detach(),
+                values[T].detach(), clip_rho_threshold=cfg.clip_rho_threshold,
+                clip_pg_rho_threshold=cfg.clip_pg_rho_threshold,
+                clip_c_threshold=cfg.clip_c_threshold, lambda_=cfg.lambda_)
+
+    pg_loss = -(logp * vt.pg_advantages).sum()
+    baseline_loss = cfg.baseline_cost * 0.5 * (vt.vs - values[:T]).square().sum()
+    entropy_loss = -cfg.entropy_cost * entropy.sum()
+    loss = pg_loss + baseline_loss + entropy_loss
+
+    with torch.no_grad():
+        log_ratio = logp.detach() - behaviour
+        rho = log_ratio.exp()
+        stats = {
+            "pg_loss": float(pg_loss), "baseline_loss": float(baseline_loss),
+            "entropy": float(entropy.detach().mean()), "rho_mean": float(rho.mean()),
+            "rho_clipped": float((rho > cfg.clip_rho_threshold).float().mean()),
+            "log_ratio_abs": float(log_ratio.abs().mean()),
+            "value_mean": float(values[:T].detach().mean()), "vs_mean": float(vt.vs.mean()),
+            "advantage_mean": float(vt.pg_advantages.mean()),
+        }
+    return loss, stats
+
+
+class ImpalaLearner:
+    """The torch side of IMPALA: network, optimiser, observation statistics, versions.
+
+    Parameters
+    ----------
+    spec : ActorCriticSpec
+    flat : ndarray of float32
+        Initial parameters (:func:`~esnb.rl.actor_critic.init_actor_critic`).
+    lr : float
+        Initial learning rate (set per step by :meth:`step`).
+    optimizer : {"adam", "rmsprop"}
+        Adam (default; eps 1e-5) or the reference's RMSProp (decay 0.99, eps 0.1: the
+        reference sums its loss over T x B, so gradients are large).
+    obs_norm : bool
+        Keep running observation statistics and normalise with them.
+    """
+
+    def __init__(self, spec: ActorCriticSpec, flat: np.ndarray, lr: float = 1e-3,
+                 optimizer: str = "adam", obs_norm: bool = False):
+        if optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
+        self.spec = spec
+        self.model = ActorCritic(spec, flat)
+        if optimizer == "adam":
+            self.opt = torch.optim.Adam(self.model.parameters(), lr=lr, eps=1e-5)
+        else:
+            self.opt = torch.optim.RMSprop(self.model.parameters(), lr=lr, alpha=0.99, eps=0.1)
+        self.obs_norm = bool(obs_norm)
+        self.obs_stats = ObsStats(spec.obs_dim)
+        self.version = 0  # bumped by every optimiser step: actors tag unrolls with it
+        if self.obs_norm:
+            self.model.set_obs_norm(self.obs_stats.mean, self.obs_stats.std)
+
+    @property
+    def flat(self) -> np.ndarray:
+        """A copy of the flat parameters."""
+        return self.model.flat.detach().numpy().copy()
+
+    def actor_payload(self) -> dict:
+        """What actors need: version, actor parameters, observation normalisation."""
+        mean = std = None
+        if self.obs_norm:
+            mean = self.obs_stats.mean.astype(np.float32)
+            std = self.obs_stats.std.astype(np.float32)
+        return {"version": self.version, "params": self.spec.actor_params(self.flat),
+                "obs_mean": mean, "obs_std": std}
+
+    def step(self, batch: UnrollBatch, cfg: LossConfig, lr: float,
+             max_grad_norm: float = 40.0) -> dict:
+        """One optimiser step on ``batch``; returns the loss diagnostics and ``grad_norm``."""
+        for group in self.opt.param_groups:
+            group["lr"] = float(lr)
+        batch.check(self.spec)
+        loss, stats = impala_loss(self.model, batch, cfg)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if max_grad_norm > 0:
+            grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), max_grad_norm)
+        else:
+            grad_norm = self.model.flat.grad.norm()
+        self.opt.step()
+        self.version += 1
+        if self.obs_norm:  # after the step: the step used the statistics the actors had
+            self.obs_stats.add_observations(batch.obs[:-1].reshape(-1, self.spec.obs_dim))
+            self.model.set_obs_norm(self.obs_stats.mean, self.obs_stats.std)
+        stats["grad_norm"] = float(grad_norm)
+        stats["loss"] = float(loss.detach())
+        return stats
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def state_dict(self) -> tuple[dict, dict]:
+        """``(meta, arrays)``: parameters, optimiser moments, observation sums, version."""
+        arrays = {"flat": self.flat}
+        meta = {"version": self.version}
+        state = self.opt.state.get(self.model.flat, {})
+        for k, v in state.items():
+            if torch.is_tensor(v) and v.numel() > 1:
+                arrays[f"opt_{k}"] = v.detach().numpy().copy()
+            else:
+                meta[f"opt_{k}"] = float(v)
+        obs = self.obs_stats.state_dict()
+        arrays.update(obs_sum=obs["sum"], obs_sumsq=obs["sumsq"])
+        meta["obs_count"] = obs["count"]
+        return meta, arrays
+
+    def load_state_dict(self, meta: dict, arrays: dict) -> None:
+        flat = np.asarray(arrays["flat"], dtype=np.float32)
+        if flat.shape != (self.spec.num_params,):
+            raise ValueError(f"checkpoint has {flat.shape[0]} parameters, this network "
+                             f"{self.spec.num_params}")
+        with torch.no_grad():
+            self.model.flat.copy_(torch.from_numpy(flat))
+        state = {}
+        for k, v in arrays.items():
+            if k.startswith("opt_"):
+                state[k[4:]] = torch.from_numpy(np.array(v))
+        for k, v in meta.items():
+            if k.startswith("opt_"):
+                state[k[4:]] = torch.tensor(float(v))
+        if state:
+            self.opt.state[self.model.flat] = state
+        self.obs_stats.load_state_dict({"sum": arrays["obs_sum"], "sumsq": arrays["obs_sumsq"],
+                                        "count": meta["obs_count"]})
+        if self.obs_norm:
+            self.model.set_obs_norm(self.obs_stats.mean, self.obs_stats.std)
+        self.version = int(meta["version"])
