@@ -88,8 +88,18 @@ class Runner:
         """Constructor arguments that rebuild this runner (JSON-able)."""
         raise NotImplementedError
 
-    def _close(self) -> None:
-        """Release what the runner holds on the cluster (called when the loop ends)."""
+    def close(self) -> None:
+        """Stop the run and release what the runner holds on the cluster (actors, pinned
+        tasks). Subclasses holding such things extend it; ``with runner:`` calls it."""
+        self.stop()
+        if self.running:
+            self._thread.join()
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property
