@@ -1,0 +1,138 @@
+"""Ape-X learning speed on a LocalCluster: wall time for Ape-X DQN to solve CartPole-v1 and for
+Ape-X DPG to reach 900 on InvertedPendulum-v5, with the throughput of every part.
+
+Each run stops at its target (greedy evaluations on the runner's thread: mean of 20 episodes
+>= 475 for CartPole, of 10 episodes >= 900 for InvertedPendulum) or at its time limit.
+Reported: the wall time and learner updates at the first evaluation that reached the target,
+then actor env steps/s, replay inserts/s, learner updates/s and sampled transitions/s
+(medians over the run's rows), and the learner's updates per second of its own CPU time
+(``time.thread_time`` of the runner's thread), which does not depend on how loaded the shared
+machine is. Targets: CartPole < 3 min, InvertedPendulum < 5 min, 2 workers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+
+import dask
+import numpy as np
+
+#: the settings the benchmark (and BENCHMARKS.md) uses for each variant
+SETTINGS = {
+    "dqn": dict(env="CartPole-v1", target=475.0, limit=180.0, eval_episodes=20,
+                kwargs=dict(num_actors=8, eval_interval=500)),
+    "dpg": dict(env="InvertedPendulum-v5", target=900.0, limit=300.0, eval_episodes=10,
+                kwargs=dict(num_actors=4, eval_interval=500)),
+}
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--variant", choices=("dqn", "dpg", "both"), default="both")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dqn-seconds", type=float, default=None, help="time limit (default 180)")
+    p.add_argument("--dpg-seconds", type=float, default=None, help="time limit (default 300)")
+    p.add_argument("--json", default=None, help="also write the figures to this file")
+
+
+def measure(variant: str, workers: int = 2, seed: int = 0, limit: float | None = None,
+            progress=print) -> dict:
+    from esnb.cluster import make_client
+    from esnb.runners.apex import ApeX, ApeXDPG
+
+    s = SETTINGS[variant]
+    limit = s["limit"] if limit is None else float(limit)
+    # actor calls from this process go straight to the worker (see esnb bench replay)
+    with dask.config.set({"distributed.client.direct-to-workers": True}):
+        client = make_client(workers, dashboard_address=":0", set_as_default=False,
+                             silence_logs=logging.ERROR)
+    try:
+        cls = ApeX if variant == "dqn" else ApeXDPG
+        t0 = time.perf_counter()
+        runner = cls(s["env"], seed=seed, client=client, eval_episodes=s["eval_episodes"],
+                     target_return=s["target"], replay_checkpoint="", **s["kwargs"])
+        last = [0.0]
+
+        def report(row):
+            if row["wall_time"] - last[0] >= 15:
+                last[0] = row["wall_time"]
+                progress(f"  {variant} {row['wall_time']:5.0f} s: {row['learner_steps']:,} "
+                         f"updates, {row['env_steps']:,} env steps, best eval "
+                         f"{runner.best_eval:.0f}")
+
+        runner.add_observer(report)
+        runner.start(seconds=limit)
+        runner.wait()
+        elapsed = time.perf_counter() - t0
+        h = runner.history
+        learning = h[~h.waiting]
+
+        def med(col):
+            return float(np.nanmedian(learning[col])) if len(learning) else float("nan")
+
+        final = runner.evaluate(s["eval_episodes"])
+        out = {
+            "variant": variant, "env": s["env"], "workers": workers, "seed": seed,
+            "target": s["target"], "time_limit": limit,
+            "solved": runner.solved_at is not None,
+            "solve_wall_time": None if runner.solved_at is None
+            else runner.solved_at["wall_time"],
+            "solve_learner_steps": None if runner.solved_at is None
+            else runner.solved_at["learner_steps"],
+            "solve_env_steps": None if runner.solved_at is None
+            else runner.solved_at["env_steps"],
+            "run_wall_time": runner.wall_time, "elapsed_with_startup": elapsed,
+            "best_eval": runner.best_eval, "final_eval_mean": float(final.mean()),
+            "actor_steps_per_s": med("actor_steps_per_s"), "inserts_per_s": med("inserts_per_s"),
+            "updates_per_s": med("updates_per_s"), "sampled_per_s": med("sampled_per_s"),
+            "learner_steps": runner.learner_steps, "env_steps": runner.env_steps,
+            "updates_per_learner_cpu_s": runner.learner_steps / max(runner.learner_cpu, 1e-9),
+            "replay_size": int(h.replay_size.iloc[-1]),
+        }
+        runner.close()
+    finally:
+        client.close()
+    return out
+
+
+def run(args) -> int:
+    started = time.perf_counter()
+    load = os.getloadavg()[0]
+    print(f"apex bench: {args.workers} workers, seed {args.seed}; load average {load:.2f} on "
+          f"{os.cpu_count()} cores")
+    variants = ("dqn", "dpg") if args.variant == "both" else (args.variant,)
+    results = []
+    for v in variants:
+        limit = args.dqn_seconds if v == "dqn" else args.dpg_seconds
+        r = measure(v, args.workers, args.seed, limit)
+        results.append(r)
+        goal = "3 min" if v == "dqn" else "5 min"
+        if r["solved"]:
+            head = (f"reached {r['target']:.0f} after {r['solve_wall_time']:.0f} s "
+                    f"({r['solve_learner_steps']:,} updates, {r['solve_env_steps']:,} env steps)")
+        else:
+            head = (f"did NOT reach {r['target']:.0f} in {r['time_limit']:.0f} s "
+                    f"(best eval {r['best_eval']:.0f})")
+        print(f"Ape-X {v.upper()} on {r['env']}: {head}; target < {goal}")
+        upc = r["updates_per_learner_cpu_s"]
+        line = f"  learner: {upc:,.0f} updates per second of its own CPU time"
+        if r["solve_learner_steps"]:
+            line += (f"; the {r['solve_learner_steps']:,} updates to the target are "
+                     f"{r['solve_learner_steps'] / upc:.0f} s of learner CPU")
+        print(line)
+        print(f"  final greedy eval {r['final_eval_mean']:.1f}; actor {r['actor_steps_per_s']:,.0f}"
+              f" env steps/s, replay {r['inserts_per_s']:,.0f} inserts/s, learner "
+              f"{r['updates_per_s']:,.0f} updates/s = {r['sampled_per_s']:,.0f} sampled "
+              f"transitions/s")
+    end_load = os.getloadavg()[0]
+    if max(load, end_load) > 2.5:
+        print(f"  NOTE: measured under load (load average {load:.1f} -> {end_load:.1f}); "
+              f"re-run on a quiet machine: esnb bench apex")
+    print(f"  ({time.perf_counter() - started:.0f} s)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+    return 0

@@ -1,0 +1,31 @@
+"""Replay buffers (no Dask here except :mod:`esnb.replay.remote`).
+
+Composed TorchRL-style from parts: :class:`ArrayStorage` (preallocated named arrays), a sampler
+(:class:`UniformSampler`, :class:`PrioritizedSampler` over vectorised :class:`SumTree` /
+:class:`MinTree`), a :class:`RateLimiter`, an eviction rule and per-actor :class:`KeyFilter`
+marks. :class:`ReplayBuffer` and :class:`PrioritizedReplayBuffer` put them together;
+:mod:`esnb.replay.remote` serves one as a Dask actor that survives the loss of its worker.
+"""
+
+from esnb.replay.buffer import (
+    PrioritizedReplayBuffer,
+    ReplayBuffer,
+    buffer_from_config,
+    join_state,
+    split_state,
+)
+from esnb.replay.limits import (
+    FifoEviction,
+    KeyFilter,
+    PriorityEviction,
+    RateLimiter,
+    ReplayNotReady,
+)
+from esnb.replay.samplers import PrioritizedSampler, UniformSampler
+from esnb.replay.storage import ArrayStorage
+from esnb.replay.trees import MinTree, SumTree
+
+__all__ = ["ArrayStorage", "FifoEviction", "KeyFilter", "MinTree", "PriorityEviction",
+           "PrioritizedReplayBuffer", "PrioritizedSampler", "RateLimiter", "ReplayBuffer",
+           "ReplayNotReady", "SumTree", "UniformSampler", "buffer_from_config", "join_state",
+           "split_state"]

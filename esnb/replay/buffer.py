@@ -1,0 +1,518 @@
+"""``ReplayBuffer`` and ``PrioritizedReplayBuffer``: storage, sampler, limiter and eviction
+composed into one buffer of named arrays.
+
+Prioritised replay: Schaul et al. 2016, "Prioritized Experience Replay". Soft capacity,
+eviction and per-actor keys: Horgan et al. 2018, "Distributed Prioritized Experience Replay"
+(Ape-X).
+
+Items are written in a ring of ``capacity`` slots, one id per item (its insertion number; the
+item lives in slot ``id % capacity``). Ids, not slots, are what :meth:`ReplayBuffer.add` and
+:meth:`ReplayBuffer.sample` return and :meth:`ReplayBuffer.update_priorities` takes, so a
+priority computed for an item that has since been evicted or overwritten is recognised and
+dropped instead of landing on whatever now occupies the slot.
+
+Capacity
+--------
+``capacity`` is the hard capacity: the ring's size. With ``soft_capacity`` set, the buffer may
+hold more than ``soft_capacity`` items between calls to :meth:`ReplayBuffer.evict`, which
+removes the excess (oldest first, or sampled by low priority). If the ring comes round to a
+slot whose item is still stored (the hard capacity is reached because ``evict`` ran too rarely,
+or an item outlived ``capacity`` insertions by surviving priority eviction), the new item
+overwrites it: the oldest item goes, counted in ``stats()["overwritten"]``. Without a soft
+capacity this is the usual FIFO ring.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from esnb.replay.limits import (
+    FifoEviction,
+    KeyFilter,
+    PriorityEviction,
+    RateLimiter,
+    ReplayNotReady,
+)
+from esnb.replay.samplers import PrioritizedSampler, UniformSampler, check_priorities
+from esnb.replay.storage import ArrayStorage, spec_from_json, spec_to_json
+
+STATE_FORMAT = "esnb-replay"
+STATE_VERSION = 1
+_COUNTERS = ("inserted", "duplicates", "overwritten", "evicted", "sampled", "updated",
+             "stale_updates")
+
+
+class ReplayBuffer:
+    """A replay buffer of named arrays; uniform sampling unless given another sampler.
+
+    Parameters
+    ----------
+    capacity : int
+        Hard capacity (slots preallocated per field).
+    spec : mapping, optional
+        ``{name: (shape, dtype)}``; without it the first batch added fixes the fields.
+    sampler : UniformSampler or PrioritizedSampler, optional
+        Default uniform.
+    soft_capacity : int, optional
+        Items kept after :meth:`evict` (``<= capacity``); None: no soft capacity.
+    eviction : {"fifo", "priority"}
+        How :meth:`evict` chooses the excess: oldest first, or sampled without replacement
+        with ``P ∝ p_i^eviction_exponent``.
+    eviction_exponent : float
+        Exponent of priority eviction (Ape-X DPG: -0.4).
+    min_size, samples_per_insert, error_buffer
+        The rate limiter (see :class:`~esnb.replay.limits.RateLimiter`), or pass ``limiter``.
+    limiter : RateLimiter, optional
+
+    Examples
+    --------
+    >>> buf = ReplayBuffer(1000, spec={"obs": ((4,), "float32"), "action": "int64"})
+    >>> ids = buf.add({"obs": np.zeros((3, 4)), "action": np.array([0, 1, 0])})
+    >>> batch, ids, weights = buf.sample(2, np.random.default_rng(0))
+    >>> batch["obs"].shape, len(buf)
+    ((2, 4), 3)
+    """
+
+    def __init__(self, capacity: int, *, spec: Mapping | None = None, sampler=None,
+                 soft_capacity: int | None = None, eviction: str = "fifo",
+                 eviction_exponent: float = -0.4, min_size: int = 1,
+                 samples_per_insert: float | None = None, error_buffer: float | None = None,
+                 limiter: RateLimiter | None = None):
+        self.storage = ArrayStorage(capacity, spec)
+        cap = self.storage.capacity
+        if soft_capacity is not None and (
+            isinstance(soft_capacity, bool) or int(soft_capacity) != soft_capacity
+            or not 1 <= soft_capacity <= cap
+        ):
+            raise ValueError(f"soft_capacity must be an integer in [1, capacity={cap}] or None, "
+                             f"got {soft_capacity!r}")
+        if eviction == "fifo":
+            self.evictor = FifoEviction()
+        elif eviction == "priority":
+            self.evictor = PriorityEviction(eviction_exponent)
+        else:
+            raise ValueError(f"eviction must be 'fifo' or 'priority', got {eviction!r}")
+        if limiter is None:
+            limiter = RateLimiter(min_size, samples_per_insert, error_buffer)
+        elif (min_size, samples_per_insert, error_buffer) != (1, None, None):
+            raise ValueError("pass either limiter or min_size/samples_per_insert/error_buffer")
+        self.limiter = limiter
+        self.sampler = sampler if sampler is not None else UniformSampler()
+        self.sampler.bind(cap)
+        self.soft_capacity = None if soft_capacity is None else int(soft_capacity)
+        self.keys = KeyFilter()
+        self._ids = np.full(cap, -1, dtype=np.int64)
+        self._valid = np.zeros(cap, dtype=bool)
+        self._key_actor = np.full(cap, -1, dtype=np.int64)
+        self._key_seq = np.full(cap, -1, dtype=np.int64)
+        self._head = 0  # id of the next item
+        self._tail = 0  # every id below it is gone
+        self._n = 0
+        self.counters = dict.fromkeys(_COUNTERS, 0)
+
+    # -- reading -----------------------------------------------------------------------------
+    @property
+    def capacity(self) -> int:
+        return self.storage.capacity
+
+    @property
+    def prioritized(self) -> bool:
+        return self.sampler.prioritized
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def filled(self) -> int:
+        """Slots ever written (the ring's occupied part)."""
+        return min(self._head, self.capacity)
+
+    def ready(self, batch_size: int = 1) -> bool:
+        """Whether :meth:`sample` of ``batch_size`` would pass the rate limiter now."""
+        return self.limiter.blocked(int(batch_size), self._n, self.counters["inserted"],
+                                    self.counters["sampled"]) is None
+
+    def insert_ready(self, n: int = 1) -> bool:
+        """Whether ``n`` more items stay within the samples-per-insert ratio (always True
+        without one). :meth:`add` never refuses items; writers may back off while False."""
+        return self.limiter.insert_blocked(int(n), self.counters["inserted"],
+                                           self.counters["sampled"]) is None
+
+    def high_water(self, actor: int) -> int:
+        """Highest sequence number stored for ``actor`` (-1: none)."""
+        return self.keys.high_water(actor)
+
+    def stats(self) -> dict[str, Any]:
+        """Size, capacities and counters (plain Python values)."""
+        out: dict[str, Any] = {"size": self._n, "capacity": self.capacity,
+                               "soft_capacity": self.soft_capacity, **self.counters}
+        if self.prioritized:
+            out["max_priority"] = self.sampler.max_priority
+        return out
+
+    # -- writing -----------------------------------------------------------------------------
+    def add(self, batch: Mapping, priorities=None, keys=None) -> np.ndarray:
+        """Store a batch; returns one id per item (-1 for items dropped as duplicates).
+
+        Parameters
+        ----------
+        batch : dict of arrays
+            One array per field, all of the same length ``n`` (a leading batch dimension).
+        priorities : float or array of n floats, optional
+            Initial priorities (> 0, finite); without them items get the largest priority
+            seen so far. A uniform buffer checks and ignores them.
+        keys : (actor, seq), optional
+            Actor id (an int or n ints) and increasing sequence numbers: items at or below
+            their actor's high-water mark are dropped (see :class:`KeyFilter`).
+
+        Raises
+        ------
+        ValueError
+            For a malformed batch, priorities or keys, or ``n > capacity``; nothing is stored.
+        """
+        n, arrays = self.storage.check(batch)
+        if n > self.capacity:
+            raise ValueError(f"a batch of {n} items does not fit a buffer of capacity "
+                             f"{self.capacity}")
+        p = None if priorities is None else check_priorities(priorities, n)
+        out = np.full(n, -1, dtype=np.int64)
+        if keys is not None:
+            actor, seq = KeyFilter.check(keys, n)
+            keep, marks = self.keys.new(actor, seq)
+        else:
+            actor = seq = None
+            keep, marks = np.ones(n, dtype=bool), {}
+        m = int(keep.sum())
+        if m:
+            sel = np.flatnonzero(keep) if m < n else slice(None)
+            ids = np.arange(self._head, self._head + m, dtype=np.int64)
+            slots = ids % self.capacity
+            occupied = self._valid[slots]
+            if occupied.any():
+                gone = slots[occupied]
+                self.sampler.remove(gone)
+                self._n -= len(gone)
+                self.counters["overwritten"] += len(gone)
+            self.storage.write(slots, {k: a[sel] for k, a in arrays.items()})
+            self.sampler.add(slots, None if p is None else p[sel])
+            self._ids[slots] = ids
+            self._valid[slots] = True
+            self._key_actor[slots] = -1 if actor is None else actor[sel]
+            self._key_seq[slots] = -1 if seq is None else seq[sel]
+            self._head += m
+            self._tail = max(self._tail, self._head - self.capacity)
+            self._n += m
+            out[sel] = ids
+        self.keys.commit(marks)
+        self.counters["inserted"] += m
+        self.counters["duplicates"] += n - m
+        return out
+
+    def update_priorities(self, ids, priorities) -> int:
+        """Set the priorities of items by id; returns how many were still stored.
+
+        Ids of items evicted or overwritten since they were sampled are skipped (counted in
+        ``stats()["stale_updates"]``). A uniform buffer checks its input and changes nothing.
+        """
+        ids = np.asarray(ids)
+        if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
+            raise ValueError(f"ids must be a 1-d array of integers, got {ids.dtype} of shape "
+                             f"{ids.shape}")
+        if ids.size and ids.min() < 0:
+            raise ValueError("ids must be >= 0 (ids of -1 mark items that were never stored)")
+        p = check_priorities(priorities, len(ids))
+        ids = ids.astype(np.int64, copy=False)
+        slots = ids % self.capacity
+        live = (self._ids.take(slots) == ids) & self._valid.take(slots)
+        n_live = int(live.sum())
+        if self.prioritized:
+            if n_live == len(ids):
+                self.sampler.update(slots, p)
+            else:
+                self.sampler.update(slots[live], p[live])
+        self.counters["updated"] += n_live
+        self.counters["stale_updates"] += len(ids) - n_live
+        return n_live
+
+    def evict(self, rng: np.random.Generator | None = None) -> int:
+        """Remove the items beyond the soft capacity; returns how many.
+
+        ``rng`` is required by priority eviction (it samples what leaves).
+        """
+        if self.soft_capacity is None or self._n <= self.soft_capacity:
+            return 0
+        k = self._n - self.soft_capacity
+        if self.evictor.kind == "fifo":
+            slots = self._oldest(k)
+        else:
+            if not isinstance(rng, np.random.Generator):
+                raise ValueError("priority eviction needs rng, a numpy Generator")
+            stored = np.flatnonzero(self._valid)
+            slots = stored[self.evictor.choose(self.sampler.priorities(stored), k, rng)]
+        self._remove(slots)
+        return len(slots)
+
+    def _oldest(self, k: int) -> np.ndarray:
+        picked, need, t = [], k, self._tail
+        while need > 0 and t < self._head:
+            end = min(self._head, t + max(4 * need, 4096))
+            ids = np.arange(t, end, dtype=np.int64)
+            slots = ids % self.capacity
+            live = (self._ids[slots] == ids) & self._valid[slots]
+            take = slots[live][:need]
+            picked.append(take)
+            need -= len(take)
+            t = end if need > 0 else int(self._ids[take[-1]]) + 1
+        self._tail = t
+        return np.concatenate(picked) if picked else np.zeros(0, dtype=np.int64)
+
+    def _remove(self, slots: np.ndarray) -> None:
+        self._valid[slots] = False
+        self.sampler.remove(slots)
+        self._n -= len(slots)
+        self.counters["evicted"] += len(slots)
+
+    # -- sampling ----------------------------------------------------------------------------
+    def sample(self, batch_size: int, rng: np.random.Generator, beta: float | None = None
+               ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+        """Draw ``batch_size`` items (with replacement).
+
+        Returns
+        -------
+        batch : dict of arrays
+        ids : int64 array
+            For :meth:`update_priorities`.
+        weights : float32 array
+            Importance weights (all 1 for a uniform buffer).
+
+        Raises
+        ------
+        ReplayNotReady
+            (a ``ValueError``) when the rate limiter forbids sampling now (empty or under
+            ``min_size``, or past the samples-per-insert ratio).
+        ValueError
+            For a bad ``batch_size``, ``rng`` or ``beta``.
+        """
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
+                or batch_size < 1:
+            raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+        if not isinstance(rng, np.random.Generator):
+            raise ValueError(f"rng must be a numpy Generator, got {type(rng).__name__}")
+        if beta is None:
+            beta = getattr(self.sampler, "beta", 0.0)
+        elif isinstance(beta, bool) or not isinstance(beta, (int, float, np.floating)) \
+                or not np.isfinite(beta) or beta < 0:
+            raise ValueError(f"beta must be a finite number >= 0, got {beta!r}")
+        n = int(batch_size)
+        reason = self.limiter.blocked(n, self._n, self.counters["inserted"],
+                                      self.counters["sampled"])
+        if reason is None and self._n == 0:
+            reason = "the buffer is empty"
+        if reason is not None:
+            raise ReplayNotReady(f"cannot sample {n} items: {reason}")
+        slots, weights = self.sampler.sample(n, rng, self._valid, self.filled, self._n,
+                                             float(beta))
+        self.counters["sampled"] += n
+        return self.storage.read(slots), self._ids.take(slots), weights
+
+    # -- state -------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to rebuild the buffer: plain values and numpy arrays.
+
+        Only stored items are saved (in id order); field ``name`` is under ``"field.name"``.
+        See :func:`split_state` to write it with :func:`esnb.record.save_checkpoint`.
+        """
+        stored = np.flatnonzero(self._valid)
+        slots = stored[np.argsort(self._ids[stored], kind="stable")]
+        marks_actor, marks_seq = self.keys.state()
+        state: dict[str, Any] = {
+            "format": STATE_FORMAT,
+            "format_version": STATE_VERSION,
+            "capacity": self.capacity,
+            "soft_capacity": self.soft_capacity,
+            "sampler": self.sampler.state_dict(),
+            "limiter": self.limiter.config(),
+            "eviction": self.evictor.config(),
+            "spec": None if self.storage.spec is None else spec_to_json(self.storage.spec),
+            "head": self._head,
+            "tail": self._tail,
+            "counters": dict(self.counters),
+            "ids": self._ids[slots].copy(),
+            "key_actor": self._key_actor[slots].copy(),
+            "key_seq": self._key_seq[slots].copy(),
+            "marks_actor": marks_actor,
+            "marks_seq": marks_seq,
+        }
+        if self.prioritized:
+            state["priorities"] = self.sampler.priorities(slots).copy()
+        for k, a in self.storage.arrays.items():
+            state[f"field.{k}"] = a[slots].copy()
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s output into this (same capacity, same sampler kind)
+        buffer. Everything is checked before anything changes."""
+        if state.get("format") != STATE_FORMAT or state.get("format_version") != STATE_VERSION:
+            raise ValueError(f"not an esnb replay state (format {state.get('format')!r}, "
+                             f"version {state.get('format_version')!r})")
+        if int(state["capacity"]) != self.capacity:
+            raise ValueError(f"state of a buffer of capacity {state['capacity']}, this one has "
+                             f"{self.capacity}")
+        kind = state["sampler"].get("kind")
+        if kind != ("prioritized" if self.prioritized else "uniform"):
+            raise ValueError(f"state of a {kind} buffer, this one is "
+                             f"{'prioritized' if self.prioritized else 'uniform'}")
+        if self.prioritized and float(state["sampler"]["alpha"]) != self.sampler.alpha:
+            raise ValueError(f"state has alpha {state['sampler']['alpha']}, this buffer "
+                             f"{self.sampler.alpha}")
+        spec = None if state["spec"] is None else spec_from_json(state["spec"])
+        if spec is not None and self.storage.spec is not None and spec != self.storage.spec:
+            raise ValueError(f"state has fields {spec}, this buffer {self.storage.spec}")
+        ids = np.asarray(state["ids"], dtype=np.int64)
+        n = len(ids)
+        fields = {k[len("field."):]: np.asarray(v) for k, v in state.items()
+                  if k.startswith("field.")}
+        if spec is not None:
+            if sorted(fields) != sorted(spec):
+                raise ValueError(f"state arrays {sorted(fields)} do not match its fields "
+                                 f"{sorted(spec)}")
+            for k, (shape, dtype) in spec.items():
+                if fields[k].shape != (n, *shape) or fields[k].dtype != dtype:
+                    raise ValueError(f"state field {k!r}: {fields[k].dtype} {fields[k].shape}, "
+                                     f"expected {dtype} {(n, *shape)}")
+        if n > self.capacity or (n and (ids.min() < 0 or len(np.unique(ids % self.capacity))
+                                        != n or ids.max() >= int(state["head"]))):
+            raise ValueError("state ids are inconsistent with its capacity and head")
+        priorities = None
+        if self.prioritized:
+            priorities = check_priorities(state["priorities"], n)
+
+        if self.storage.spec is None and spec is not None:
+            self.storage.write(np.zeros(0, dtype=np.int64),
+                               {k: np.zeros((0, *s), d) for k, (s, d) in spec.items()})
+        self.sampler.bind(self.capacity)
+        self.sampler.load_state_dict(state["sampler"])
+        self._ids.fill(-1)
+        self._valid.fill(False)
+        self._key_actor.fill(-1)
+        self._key_seq.fill(-1)
+        slots = ids % self.capacity
+        if n:
+            self.storage.write(slots, fields)
+        self._ids[slots] = ids
+        self._valid[slots] = True
+        self._key_actor[slots] = np.asarray(state["key_actor"], dtype=np.int64)
+        self._key_seq[slots] = np.asarray(state["key_seq"], dtype=np.int64)
+        if self.prioritized and n:
+            self.sampler.load_priorities(slots, priorities)
+        self._head = int(state["head"])
+        self._tail = int(state["tail"])
+        self._n = n
+        self.counters = {k: int(state["counters"].get(k, 0)) for k in _COUNTERS}
+        self.keys.load(np.asarray(state["marks_actor"]), np.asarray(state["marks_seq"]))
+
+
+class PrioritizedReplayBuffer(ReplayBuffer):
+    """A :class:`ReplayBuffer` with proportional prioritised sampling.
+
+    Parameters
+    ----------
+    capacity : int
+        Hard capacity.
+    alpha : float
+        Priority exponent: ``P(i) = p_i^alpha / sum_k p_k^alpha``.
+    beta : float
+        Default importance-sampling exponent (``sample(..., beta=)`` overrides it).
+    eps : float
+        Added to ``|td|`` by :meth:`from_td`.
+    **kwargs
+        As :class:`ReplayBuffer` (``spec``, ``soft_capacity``, ``eviction``, ``min_size``...).
+    """
+
+    def __init__(self, capacity: int, alpha: float = 0.6, beta: float = 0.4, eps: float = 1e-6,
+                 **kwargs):
+        if "sampler" in kwargs:
+            raise ValueError("PrioritizedReplayBuffer makes its own sampler")
+        super().__init__(capacity, sampler=PrioritizedSampler(alpha, beta, eps), **kwargs)
+
+    @property
+    def alpha(self) -> float:
+        return self.sampler.alpha
+
+    @property
+    def beta(self) -> float:
+        return self.sampler.beta
+
+    @property
+    def eps(self) -> float:
+        return self.sampler.eps
+
+    def from_td(self, td_errors) -> np.ndarray:
+        """Priorities ``|td| + eps`` for :meth:`add` / :meth:`update_priorities`."""
+        return self.sampler.from_td(td_errors)
+
+
+def split_state(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """``(JSON-able meta, arrays)`` of a :meth:`ReplayBuffer.state_dict`."""
+    meta = {k: v for k, v in state.items() if not isinstance(v, np.ndarray)}
+    arrays = {k: v for k, v in state.items() if isinstance(v, np.ndarray)}
+    return meta, arrays
+
+
+def join_state(meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """Inverse of :func:`split_state`."""
+    return {**meta, **arrays}
+
+
+def check_config(config: Mapping[str, Any]) -> None:
+    """Validate a buffer configuration (as :func:`buffer_from_config` takes) without
+    allocating the buffer; raises ValueError."""
+    cfg = dict(config)
+    known = {"capacity", "prioritized", "alpha", "beta", "eps", "spec", "soft_capacity",
+             "eviction", "eviction_exponent", "min_size", "samples_per_insert", "error_buffer"}
+    unknown = sorted(set(cfg) - known)
+    if unknown:
+        raise ValueError(f"unknown replay configuration keys {unknown}; known: {sorted(known)}")
+    storage = ArrayStorage(cfg.get("capacity", 0))  # checks capacity, allocates nothing
+    soft = cfg.get("soft_capacity")
+    if soft is not None and (isinstance(soft, bool) or int(soft) != soft
+                             or not 1 <= soft <= storage.capacity):
+        raise ValueError(f"soft_capacity must be an integer in [1, capacity="
+                         f"{storage.capacity}] or None, got {soft!r}")
+    eviction = cfg.get("eviction", "fifo")
+    if eviction == "priority":
+        PriorityEviction(cfg.get("eviction_exponent", -0.4))
+    elif eviction != "fifo":
+        raise ValueError(f"eviction must be 'fifo' or 'priority', got {eviction!r}")
+    limiter = RateLimiter(cfg.get("min_size", 1), cfg.get("samples_per_insert"),
+                          cfg.get("error_buffer"))
+    if limiter.min_size > (storage.capacity if soft is None else soft):
+        raise ValueError(f"min_size {limiter.min_size} exceeds what the buffer keeps "
+                         f"({storage.capacity if soft is None else soft}): it would never "
+                         f"be ready")
+    if cfg.get("prioritized"):
+        PrioritizedSampler(cfg.get("alpha", 0.6), cfg.get("beta", 0.4), cfg.get("eps", 1e-6))
+    if cfg.get("spec") is not None:
+        from esnb.replay.storage import normalise_spec
+
+        normalise_spec(cfg["spec"])
+
+
+def buffer_from_config(config: Mapping[str, Any]) -> ReplayBuffer:
+    """Build a buffer from a plain dict: ``{"capacity": ..., "prioritized": bool, ...}`` with
+    the constructor arguments (used to create a buffer inside a remote actor)."""
+    cfg = dict(config)
+    prioritized = bool(cfg.pop("prioritized", False))
+    cls = PrioritizedReplayBuffer if prioritized else ReplayBuffer
+    try:
+        return cls(**cfg)
+    except TypeError as exc:
+        raise ValueError(f"bad replay configuration {config!r}: {exc}") from None
+
+
+__all__ = ["PrioritizedReplayBuffer", "ReplayBuffer", "ReplayNotReady", "buffer_from_config",
+           "check_config",
+           "join_state", "split_state"]

@@ -1,0 +1,173 @@
+"""Ape-X DPG's learner: an n-step TD critic and a deterministic policy gradient actor.
+
+Horgan et al. 2018, "Distributed Prioritized Experience Replay", section 3.2 and appendix:
+the critic ``q(s, a; psi)`` minimises the importance-weighted n-step TD loss
+
+    1/2 (G + discount * q(s_{t+n}, pi(s_{t+n}; phi^-); psi^-) - q(s_t, a_t; psi))^2,
+
+the actor ``pi(s; phi)`` ascends ``q(s, pi(s; phi); psi)`` (Silver et al. 2014, deterministic
+policy gradient), its gradient clipped element-wise to [-1, 1]; both use Adam (1e-4 in the
+paper) and target copies made every 100 batches. ``|TD error|`` of the critic is the new
+priority.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from esnb.rl.nets import DPGSpec, dpg_td_errors, split_dpg_params  # noqa: F401 (re-exported)
+from esnb.rl.torch_nets import (
+    DPGActor,
+    DPGCritic,
+    adam_state,
+    flat_params,
+    load_adam_state,
+    load_flat,
+)
+
+
+class DPGLearner:
+    """Critic, actor, their target copies and two Adam optimisers.
+
+    Parameters
+    ----------
+    spec : DPGSpec
+        Network sizes and action bounds.
+    actor_lr, critic_lr : float
+        Adam step sizes (paper: 1e-4 both). Overridable per update (live controls).
+    target_period : int
+        Updates between target copies (paper: 100).
+    actor_clip : float
+        Element-wise clip of the actor's gradient (paper: 1).
+    critic_grad_clip : float, optional
+        Global norm clip of the critic's gradient (None: none; the paper names only the
+        actor's clip).
+    seed : int
+        Seeds the initial parameters.
+    """
+
+    def __init__(self, spec: DPGSpec, *, actor_lr: float = 1e-4, critic_lr: float = 1e-4,
+                 target_period: int = 100, actor_clip: float = 1.0,
+                 critic_grad_clip: float | None = None, seed: int = 0):
+        if int(target_period) < 1:
+            raise ValueError(f"target_period must be >= 1, got {target_period!r}")
+        if not actor_clip > 0:
+            raise ValueError(f"actor_clip must be > 0, got {actor_clip!r}")
+        self.spec = spec
+        gen = torch.Generator().manual_seed(int(seed))
+        self.actor = DPGActor(spec, gen)
+        self.critic = DPGCritic(spec, gen)
+        self.actor_target = DPGActor(spec, gen)
+        self.critic_target = DPGCritic(spec, gen)
+        self.actor_target.load_state_dict(self.actor.state_dict())
+        self.critic_target.load_state_dict(self.critic.state_dict())
+        self.actor_target.requires_grad_(False)
+        self.critic_target.requires_grad_(False)
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=actor_lr, fused=True)
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=critic_lr, fused=True)
+        self.actor_lr = float(actor_lr)
+        self.critic_lr = float(critic_lr)
+        self.target_period = int(target_period)
+        self.actor_clip = float(actor_clip)
+        self.critic_grad_clip = critic_grad_clip
+        self.steps = 0
+        self.last_target_copy = 0
+
+    def params(self) -> np.ndarray:
+        """``[actor | critic]`` as one float32 vector (actors need both for priorities)."""
+        return np.concatenate([flat_params(self.actor), flat_params(self.critic)])
+
+    def act(self, obs) -> np.ndarray:
+        with torch.no_grad():
+            return self.actor(torch.as_tensor(np.asarray(obs, dtype=np.float32))).numpy()
+
+    @staticmethod
+    def _set_lr(opt, lr):
+        for g in opt.param_groups:
+            g["lr"] = float(lr)
+
+    def update(self, batch: dict, weights, *, actor_lr: float | None = None,
+               critic_lr: float | None = None, target_period: int | None = None
+               ) -> tuple[np.ndarray, dict[str, Any]]:
+        """One critic step and one actor step on a sampled batch; returns the TD errors
+        (before the step) and diagnostics."""
+        if actor_lr is not None and actor_lr != self.actor_lr:
+            self._set_lr(self.actor_opt, actor_lr)
+            self.actor_lr = float(actor_lr)
+        if critic_lr is not None and critic_lr != self.critic_lr:
+            self._set_lr(self.critic_opt, critic_lr)
+            self.critic_lr = float(critic_lr)
+        if target_period is not None:
+            self.target_period = int(target_period)
+        obs = torch.from_numpy(np.ascontiguousarray(batch["obs"], dtype=np.float32))
+        nxt = torch.from_numpy(np.ascontiguousarray(batch["next_obs"], dtype=np.float32))
+        act = torch.from_numpy(np.ascontiguousarray(batch["action"], dtype=np.float32))
+        act = act.view(len(obs), -1)
+        rew = torch.from_numpy(np.ascontiguousarray(batch["reward"], dtype=np.float32))
+        disc = torch.from_numpy(np.ascontiguousarray(batch["discount"], dtype=np.float32))
+        w = torch.from_numpy(np.ascontiguousarray(weights, dtype=np.float32))
+
+        with torch.no_grad():
+            target = rew + disc * self.critic_target(nxt, self.actor_target(nxt))
+        q = self.critic(obs, act)
+        td = target - q
+        critic_loss = (w * 0.5 * td.pow(2)).mean()
+        self.critic_opt.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        if self.critic_grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(self.critic.parameters(), self.critic_grad_clip)
+        self.critic_opt.step()
+
+        # the policy gradient flows through the critic into the actor only
+        self.critic.requires_grad_(False)
+        actor_loss = -self.critic(obs, self.actor(obs)).mean()
+        self.actor_opt.zero_grad(set_to_none=True)
+        actor_loss.backward()
+        self.critic.requires_grad_(True)
+        torch.nn.utils.clip_grad_value_(self.actor.parameters(), self.actor_clip)
+        self.actor_opt.step()
+
+        self.steps += 1
+        copied = False
+        if self.steps - self.last_target_copy >= self.target_period:
+            self.actor_target.load_state_dict(self.actor.state_dict())
+            self.critic_target.load_state_dict(self.critic.state_dict())
+            self.last_target_copy = self.steps
+            copied = True
+        return td.detach().numpy().astype(np.float64), {
+            "loss": float(critic_loss.detach()), "actor_loss": float(actor_loss.detach()),
+            "q_mean": float(q.detach().mean()), "target_copied": copied}
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def state_dict(self) -> tuple[dict, dict[str, np.ndarray]]:
+        arrays = {"actor": flat_params(self.actor), "critic": flat_params(self.critic),
+                  "actor_target": flat_params(self.actor_target),
+                  "critic_target": flat_params(self.critic_target)}
+        for name, opt, mod in (("actor", self.actor_opt, self.actor),
+                               ("critic", self.critic_opt, self.critic)):
+            st = adam_state(opt, mod)
+            arrays.update({f"{name}_adam_m": st["m"], f"{name}_adam_v": st["v"],
+                           f"{name}_adam_step": st["step"]})
+        meta = {"steps": self.steps, "last_target_copy": self.last_target_copy,
+                "actor_lr": self.actor_lr, "critic_lr": self.critic_lr,
+                "target_period": self.target_period}
+        return meta, arrays
+
+    def load_state_dict(self, meta: dict, arrays: dict[str, np.ndarray]) -> None:
+        for name in ("actor", "critic", "actor_target", "critic_target"):
+            load_flat(getattr(self, name), arrays[name])
+        for name, opt, mod in (("actor", self.actor_opt, self.actor),
+                               ("critic", self.critic_opt, self.critic)):
+            load_adam_state(opt, mod, {"m": arrays[f"{name}_adam_m"],
+                                       "v": arrays[f"{name}_adam_v"],
+                                       "step": arrays[f"{name}_adam_step"]})
+        self.steps = int(meta["steps"])
+        self.last_target_copy = int(meta["last_target_copy"])
+        self.target_period = int(meta["target_period"])
+        self.actor_lr = float(meta["actor_lr"])
+        self.critic_lr = float(meta["critic_lr"])
+        self._set_lr(self.actor_opt, self.actor_lr)
+        self._set_lr(self.critic_opt, self.critic_lr)
