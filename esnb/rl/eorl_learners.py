@@ -1,0 +1,575 @@
+"""EORL: a population of Monte-Carlo DQNs sharing one replay buffer (Khadilkar 2023).
+
+Algorithm 1 of the paper, one call of :meth:`MCLearner.run_episode` per episode:
+
+1. choose the policy of the episode (:class:`EORLLearner`: epsilon-greedily over the fitness
+   values, a fresh child first; the baselines: their own rule);
+2. run one episode with that policy, epsilon-greedy over its Q-values;
+3. add its transitions, with their Monte-Carlo returns, to the shared FIFO buffer
+   (:class:`esnb.replay.ReplayBuffer`, ``100 x timeout`` transitions);
+4. train **every** policy on its own independently drawn sample of ``min(4096, size)``
+   transitions (without replacement), 2 full-batch passes each (:mod:`esnb.rl.mc_dqn`);
+5. update the fitness of the policy that ran and maybe call an evolutionary operator
+   (:mod:`esnb.evo`); decay epsilon.
+
+:class:`MCLearner` is the shared machinery (it is also the VAN baseline with ``n = 1``); the
+other baselines are in :mod:`esnb.rl.eorl_baselines`. No Dask here: a learner is one process's
+work, and a table of runs spreads whole runs over a cluster (:mod:`esnb.runners.eorl_table`).
+
+Random streams (all from the run's seed, independent): initial weights, actions (epsilon draws
+and random actions), environment seeds, replay samples, evolution, evaluation. Changing
+``kappa`` therefore never changes which environment seeds or samples a run would have drawn.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from esnb.envs.make import make_env
+from esnb.evo.operators import (
+    SIGMA,
+    cross_ratio,
+    linear_crossover,
+    mutation,
+    random_crossover,
+)
+from esnb.evo.population import Population, Q, check_population_size
+from esnb.evo.schedules import ResetTracker, draw_operator, operator_probabilities
+from esnb.replay import ReplayBuffer, join_state, split_state
+from esnb.rl.mc_dqn import HIDDEN, LR, PopulationQNet, greedy_action, mc_returns
+
+#: short names of EORL's environments
+ENV_IDS = {"bitflip": "esnb/BitFlip-v0", "gridnav": "esnb/GridNav-v0"}
+BATCH_SIZE = 4096
+EPOCHS = 2
+BUFFER_FACTOR = 100  # buffer = 100 x the environment's timeout
+#: the paper's Table 3: GridNav episodes -> epsilon decay per episode
+GRIDNAV_DECAY = {1000: 0.995, 2500: 0.998, 4000: 0.999}
+BITFLIP_DECAY = 0.99
+_STREAMS = ("init", "act", "env", "sample", "evo", "eval")
+
+
+def resolve_env(env: str) -> str:
+    """The gymnasium id of ``"bitflip"``, ``"gridnav"`` or one of the two ids."""
+    if env in ENV_IDS:
+        return ENV_IDS[env]
+    if env in ENV_IDS.values():
+        return env
+    valid = ", ".join(map(repr, [*ENV_IDS, *ENV_IDS.values()]))
+    raise ValueError(f"unknown EORL environment {env!r}; valid: {valid}")
+
+
+def default_eps_decay(env_id: str, episodes: int) -> float:
+    """The paper's epsilon decay: 0.99 on BitFlip; on GridNav 0.995 / 0.998 / 0.999 for
+    1000 / 2500 / 4000 episodes, and for other lengths the decay that ends where 1000 episodes
+    at 0.995 end (``0.995^(1000/E)``)."""
+    if resolve_env(env_id) == ENV_IDS["bitflip"]:
+        return BITFLIP_DECAY
+    if episodes in GRIDNAV_DECAY:
+        return GRIDNAV_DECAY[episodes]
+    return 0.995 ** (1000.0 / episodes)
+
+
+def _positive_int(name: str, value, low: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+class StateIndex:
+    """The distinct network inputs of a run, numbered in order of first sight.
+
+    EORL's environments have few distinct observations, so the buffer stores a state's number
+    and training runs the networks once per distinct state (see :mod:`esnb.rl.mc_dqn`).
+    """
+
+    def __init__(self, dim: int):
+        self.dim = int(dim)
+        self._ids: dict[bytes, int] = {}
+        self._rows = np.zeros((256, self.dim), dtype=np.float32)
+        self.size = 0
+
+    def id(self, x: np.ndarray) -> int:
+        """The number of input ``x`` (float32, shape (dim,)), registering it if new."""
+        key = x.tobytes()
+        i = self._ids.get(key)
+        if i is None:
+            i = self._ids[key] = self.size
+            if self.size == len(self._rows):
+                self._rows = np.concatenate([self._rows, np.zeros_like(self._rows)])
+            self._rows[i] = x
+            self.size += 1
+        return i
+
+    def ids(self, xs: np.ndarray) -> np.ndarray:
+        xs = np.ascontiguousarray(xs, dtype=np.float32)
+        return np.fromiter((self.id(x) for x in xs), dtype=np.int64, count=len(xs))
+
+    @property
+    def rows(self) -> np.ndarray:
+        return self._rows[:self.size]
+
+    def load(self, rows: np.ndarray) -> None:
+        rows = np.asarray(rows, dtype=np.float32).reshape(-1, self.dim)
+        self._ids = {}
+        self._rows = np.zeros((max(256, len(rows)), self.dim), dtype=np.float32)
+        self.size = 0
+        for x in rows:
+            self.id(x)
+
+
+@dataclass
+class Episode:
+    """One episode: ``obs`` has the reset observation first (T + 1 rows); ``sids`` are the
+    state numbers of the network inputs acted on (T)."""
+
+    obs: np.ndarray
+    sids: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminated: bool
+    truncated: bool
+
+    @property
+    def length(self) -> int:
+        return len(self.actions)
+
+    @property
+    def ret(self) -> float:
+        return float(self.rewards.sum())
+
+
+@dataclass
+class Sample:
+    """A member's training sample: buffer slots (or ids) and importance weights (None: 1)."""
+
+    member: int
+    sids: np.ndarray
+    actions: np.ndarray
+    returns: np.ndarray
+    weights: np.ndarray | None = None
+    ids: np.ndarray | None = None
+
+
+class MCLearner:
+    """Monte-Carlo DQNs sharing one FIFO buffer; with ``n = 1`` the paper's VAN baseline.
+
+    Parameters
+    ----------
+    env : str
+        ``"bitflip"``, ``"gridnav"`` or their gymnasium ids.
+    env_kwargs : dict, optional
+        ``n_bits``/``subgoal`` (BitFlip) or ``size``/``subgoals``/``stochasticity`` (GridNav).
+    episodes : int
+        ``E``, the planned length (drives the schedules, PER's beta annealing and, with it,
+        the default epsilon decay).
+    seed : int
+        Seeds every random stream of the run.
+    n : int
+        Networks in the population.
+    eps_decay : float, optional
+        Epsilon multiplier per episode (default :func:`default_eps_decay`).
+    hidden : tuple of int
+        Hidden layers (32, 8).
+    lr : float
+        Adam step size (0.01); an ``lr`` entry in ``run_episode``'s controls overrides it.
+    batch_size : int
+        Sample size per member and episode (4096; capped at the buffer size).
+    epochs : int
+        Passes over each sample (2).
+    minibatch : int, optional
+        None: a pass is one full-batch step (esnb's reading of the paper); else mini-batches
+        of this size (a Keras ``fit(batch_size=32)`` reading: ~128x the steps).
+    buffer_factor : int
+        Buffer capacity in multiples of the environment's timeout (100).
+    """
+
+    algorithm: ClassVar[str] = "VAN"
+
+    def __init__(self, env: str = "bitflip", env_kwargs: dict | None = None,
+                 episodes: int = 400, seed: int = 0, *, n: int = 1,
+                 eps_decay: float | None = None, hidden=HIDDEN, lr: float = LR,
+                 batch_size: int = BATCH_SIZE, epochs: int = EPOCHS,
+                 minibatch: int | None = None, buffer_factor: int = BUFFER_FACTOR):
+        self.env_id = resolve_env(env)
+        self.env_kwargs = dict(env_kwargs or {})
+        self.episodes = _positive_int("episodes", episodes)
+        self.n = _positive_int("n", n)
+        self.batch_size = _positive_int("batch_size", batch_size)
+        self.epochs = _positive_int("epochs", epochs)
+        self.minibatch = None if minibatch is None else _positive_int("minibatch", minibatch)
+        self.buffer_factor = _positive_int("buffer_factor", buffer_factor)
+        if eps_decay is None:
+            eps_decay = default_eps_decay(self.env_id, self.episodes)
+        if isinstance(eps_decay, bool) or not (0.0 < float(eps_decay) <= 1.0):
+            raise ValueError(f"eps_decay must be a number in (0, 1], got {eps_decay!r}")
+        self.eps_decay = float(eps_decay)
+        if not (isinstance(lr, numbers.Real) and math.isfinite(lr) and lr > 0):
+            raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
+        self.env = make_env(self.env_id, **self.env_kwargs)
+        self.core = self.env.unwrapped  # skip the bookkeeping wrappers in the step loop
+        self.timeout = int(self.core.timeout)
+        self.n_actions = int(self.core.action_space.n)
+        self.obs_dim = int(np.prod(self.core.observation_space.shape))
+        self.seed = int(seed)
+        seqs = np.random.SeedSequence(self.seed).spawn(len(_STREAMS))
+        self.rngs = {k: np.random.Generator(np.random.PCG64(s)) for k, s in zip(_STREAMS, seqs)}
+        self.states = StateIndex(self.input_dim)
+        self.net = PopulationQNet(self.n, self.input_dim, self.n_actions, self.rngs["init"],
+                                  hidden=hidden, lr=lr)
+        self.capacity = self.buffer_factor * self.timeout
+        self.buffer = self._make_buffer()
+        self.episode = 0
+        self.env_steps = 0
+        self.epsilon = 1.0
+
+    # -- hooks the baselines override ----------------------------------------------------------
+    @property
+    def input_dim(self) -> int:
+        return self.obs_dim
+
+    def _make_buffer(self) -> ReplayBuffer:
+        return ReplayBuffer(self.capacity, spec={"sid": "int64", "action": "int64",
+                                                 "ret": "float64"})
+
+    def features(self, obs: np.ndarray) -> np.ndarray:
+        """The network input of an observation (float32)."""
+        return np.asarray(obs, dtype=np.float32).reshape(-1)
+
+    def choose_member(self, epsilon: float) -> int:
+        return 0
+
+    def trained_members(self) -> np.ndarray:
+        return np.ones(self.n, dtype=bool)
+
+    def training_rewards(self, ep: Episode, controls: dict) -> np.ndarray:
+        """Rewards the Monte-Carlo targets are built from (CBE adds its bonus)."""
+        return ep.rewards
+
+    def store(self, ep: Episode, controls: dict) -> None:
+        g = mc_returns(self.training_rewards(ep, controls))
+        self.buffer.add({"sid": ep.sids, "action": ep.actions, "ret": g})
+
+    def sample(self, member: int, size: int) -> Sample:
+        """Member's sample: ``size`` distinct transitions drawn uniformly (the whole buffer
+        when it holds no more than ``size``)."""
+        n = len(self.buffer)
+        # a FIFO ring that never evicts holds its items in slots [0, n)
+        assert n == self.buffer.filled, "EORL's buffer must be a plain FIFO ring"
+        a = self.buffer.storage.arrays
+        if n <= size:
+            return Sample(member, a["sid"][:n], a["action"][:n], a["ret"][:n])
+        slots = self.rngs["sample"].choice(n, size=size, replace=False, shuffle=False)
+        return Sample(member, a["sid"][slots], a["action"][slots], a["ret"][slots])
+
+    def after_fit(self, samples: list[Sample], q_of) -> None:
+        """Called after the last pass with ``q_of(sample) -> Q(s_k, a_k)`` before that pass."""
+
+    def after_episode(self, e: int, member: int, ep: Episode, epsilon: float,
+                      controls: dict) -> dict[str, Any]:
+        return {}
+
+    def best_member(self) -> int:
+        return 0
+
+    # -- one episode -------------------------------------------------------------------------
+    def run_episode(self, controls: dict | None = None) -> dict[str, Any]:
+        """Run, store, train and evolve for one episode; returns its history row."""
+        controls = dict(controls or {})
+        e = self.episode + 1
+        eps = self.epsilon
+        t0 = time.perf_counter()
+        member = self.choose_member(eps)
+        ep = self.rollout(member, eps)
+        self.store(ep, controls)
+        t1 = time.perf_counter()
+        info = self.train(controls.get("lr"))
+        t2 = time.perf_counter()
+        extra = self.after_episode(e, member, ep, eps, controls)
+        self.episode = e
+        self.env_steps += ep.length
+        self.epsilon = eps * self.eps_decay
+        return {
+            "env_steps": self.env_steps,
+            "return": ep.ret,
+            "length": ep.length,
+            "terminated": ep.terminated,
+            "member": member,
+            "epsilon": eps,
+            "buffer_size": len(self.buffer),
+            "states": self.states.size,
+            **info,
+            "rollout_time": t1 - t0,
+            "train_time": t2 - t1,
+            **extra,
+        }
+
+    def rollout(self, member: int, epsilon: float, rng_act: np.random.Generator | None = None,
+                env_seed: int | None = None, record: bool = True) -> Episode:
+        """One epsilon-greedy episode of ``member`` (the greedy action of a state is computed
+        once per episode: the network does not change within one).
+
+        ``record=False`` (evaluation) leaves the state index alone; ``sids`` are then -1.
+        """
+        rng = self.rngs["act"] if rng_act is None else rng_act
+        if env_seed is None:
+            env_seed = int(self.rngs["env"].integers(2**31 - 1))
+        params = self.net.member_numpy(member)
+        core, states, features = self.core, self.states, self.features
+        step = core.step
+        limit = self.timeout
+        # per-step draws made up front (fixed stream use per episode, no per-step call cost)
+        u = rng.random(limit)
+        random_actions = rng.integers(0, self.n_actions, size=limit)
+        obs, _ = core.reset(seed=env_seed)
+        observations = [obs]
+        sids = np.empty(limit, dtype=np.int64)
+        actions = np.empty(limit, dtype=np.int64)
+        rewards = np.empty(limit, dtype=np.float64)
+        greedy: dict = {}
+        terminated = truncated = False
+        t = 0
+        while t < limit:
+            x = features(obs)
+            sid = states.id(x) if record else x.tobytes()
+            if u[t] < epsilon:
+                a = int(random_actions[t])
+            else:
+                a = greedy.get(sid)
+                if a is None:
+                    a = greedy[sid] = greedy_action(params, x)
+            obs, r, terminated, truncated, _ = step(a)
+            sids[t], actions[t], rewards[t] = sid if record else -1, a, r
+            observations.append(obs)
+            t += 1
+            if terminated or truncated:
+                break
+        return Episode(np.asarray(observations), sids[:t].copy(), actions[:t].copy(),
+                       rewards[:t].copy(), bool(terminated), bool(truncated or not terminated))
+
+    # -- training ----------------------------------------------------------------------------
+    def train(self, lr: float | None = None) -> dict[str, Any]:
+        """Train the members of :meth:`trained_members` on their own samples."""
+        members = np.flatnonzero(self.trained_members())
+        if len(self.buffer) == 0 or len(members) == 0:
+            return {"loss": np.nan, "sample_states": 0}
+        size = min(self.batch_size, len(self.buffer))
+        samples = [self.sample(int(i), size) for i in members]
+        if self.minibatch is None:
+            # a sample of the whole buffer is the same for every member: aggregate it once
+            shared = size == len(self.buffer) and all(s.weights is None for s in samples)
+            x, stats, pos = self._aggregate(samples[:1] if shared else samples, shared=shared)
+            loss, q = self.net.fit(x, *stats, members=self._mask(members), epochs=self.epochs,
+                                   lr=lr)
+            self.after_fit(samples, lambda s: q[s.member, pos[s.sids], s.actions])
+            return {"loss": float(np.nanmean(loss)), "sample_states": len(x)}
+        rng = self.rngs["sample"]
+        losses = []
+        for _ in range(self.epochs):
+            orders = [rng.permutation(len(s.sids)) for s in samples]
+            for start in range(0, size, self.minibatch):
+                chunk = [_subset(s, o[start:start + self.minibatch])
+                         for s, o in zip(samples, orders)]
+                x, stats, pos = self._aggregate(chunk)
+                loss, q = self.net.fit(x, *stats, members=self._mask(members), lr=lr)
+                losses.append(np.nanmean(loss))
+                self.after_fit(chunk, lambda s, q=q, pos=pos: q[s.member, pos[s.sids],
+                                                                s.actions])
+        return {"loss": float(losses[-1]), "sample_states": -1}
+
+    def _mask(self, members: np.ndarray) -> np.ndarray:
+        mask = np.zeros(self.n, dtype=bool)
+        mask[members] = True
+        return mask
+
+    def _aggregate(self, samples: list[Sample], shared: bool = False):
+        """Per member, distinct state and action: weight sums, weighted target sums; and the
+        distinct states ``x`` of all samples with the map ``pos`` from state number to row.
+
+        ``shared``: ``samples`` holds one sample that every member uses (statistics computed
+        once and broadcast).
+        """
+        all_sids = np.concatenate([s.sids for s in samples])
+        present = np.zeros(self.states.size, dtype=bool)
+        present[all_sids] = True
+        used = np.flatnonzero(present)
+        pos = np.full(self.states.size, -1, dtype=np.int64)
+        pos[used] = np.arange(len(used))
+        u, a_n = len(used), self.n_actions
+        n = 1 if shared else self.n
+        member = (lambda s: 0) if shared else (lambda s: s.member)
+        keys = np.concatenate([member(s) * (u * a_n) + pos[s.sids] * a_n + s.actions
+                               for s in samples])
+        member_of = np.concatenate([np.full(len(s.sids), member(s)) for s in samples])
+        g = np.concatenate([s.returns for s in samples])
+        if all(s.weights is None for s in samples):
+            w, wg = None, g
+        else:
+            w = np.concatenate([np.ones(len(s.sids)) if s.weights is None
+                                else np.asarray(s.weights, np.float64) for s in samples])
+            wg = w * g
+        count = np.bincount(keys, weights=w, minlength=n * u * a_n).reshape(n, u, a_n)
+        tsum = np.bincount(keys, weights=wg, minlength=n * u * a_n).reshape(n, u, a_n)
+        tsq = np.bincount(member_of, weights=wg * g, minlength=n)
+        batch = np.bincount(member_of, minlength=n).astype(np.float64)
+        if shared:
+            count, tsum = (np.broadcast_to(a, (self.n, u, a_n)) for a in (count, tsum))
+            tsq, batch = (np.broadcast_to(a, (self.n,)) for a in (tsq, batch))
+        return self.states.rows[used], (count, tsum, tsq, batch), pos
+
+    # -- evaluation --------------------------------------------------------------------------
+    def evaluate(self, episodes: int = 10, member: int | None = None) -> np.ndarray:
+        """Returns of greedy (epsilon = 0) episodes of ``member`` (default the best one);
+        nothing is stored or trained, and the training streams are not touched."""
+        episodes = _positive_int("episodes", episodes)
+        member = self.best_member() if member is None else int(member)
+        rng = self.rngs["eval"]
+        out = np.empty(episodes)
+        for k in range(episodes):
+            ep = self.rollout(member, 0.0, rng_act=rng, env_seed=int(rng.integers(2**31 - 1)),
+                              record=False)
+            out[k] = ep.ret
+        return out
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def state_dict(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        meta, buf = split_state(self.buffer.state_dict())
+        arrays = {f"net.{k}": v for k, v in self.net.state_dict().items()}
+        arrays.update({f"buffer.{k}": v for k, v in buf.items()})
+        arrays["states"] = self.states.rows.copy()
+        meta = {
+            "learner": self.algorithm,
+            "buffer": meta,
+            "rngs": {k: r.bit_generator.state for k, r in self.rngs.items()},
+            "episode": self.episode,
+            "env_steps": self.env_steps,
+            "epsilon": self.epsilon,
+            "num_params": self.net.num_params,
+        }
+        return meta, arrays
+
+    def load_state_dict(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        if meta.get("learner") != self.algorithm:
+            raise ValueError(f"state of a {meta.get('learner')!r} learner, this is "
+                             f"{self.algorithm!r}")
+        if int(meta["num_params"]) != self.net.num_params:
+            raise ValueError(f"state has networks of {meta['num_params']} parameters, this "
+                             f"learner {self.net.num_params}")
+        self.net.load_state_dict({k[4:]: v for k, v in arrays.items() if k.startswith("net.")})
+        self.buffer.load_state_dict(join_state(
+            meta["buffer"], {k[7:]: v for k, v in arrays.items() if k.startswith("buffer.")}))
+        self.states.load(arrays["states"])
+        for k, r in self.rngs.items():
+            r.bit_generator.state = meta["rngs"][k]
+        self.episode = int(meta["episode"])
+        self.env_steps = int(meta["env_steps"])
+        self.epsilon = float(meta["epsilon"])
+
+
+def _subset(s: Sample, idx: np.ndarray) -> Sample:
+    return Sample(s.member, s.sids[idx], s.actions[idx], s.returns[idx],
+                  None if s.weights is None else s.weights[idx],
+                  None if s.ids is None else s.ids[idx])
+
+
+class EORLLearner(MCLearner):
+    """EORL: ``n`` Monte-Carlo DQNs sharing one buffer, with crossover and mutation.
+
+    Parameters
+    ----------
+    n : int
+        Population size (>= 2; the paper: 8).
+    **kwargs
+        As :class:`MCLearner`.
+
+    Notes
+    -----
+    ``run_episode(controls)`` reads ``kappa``, ``mu`` (rates in [0, 1]), ``schedule``
+    (``"uniform"`` or ``"active"``), ``sigma`` (noise factor std, 0.25) and ``q`` (fitness
+    smoothing, 0.9) from ``controls``: the runner passes its live controls each episode.
+    A crossover with fewer than two possible parents (``n = 2``) becomes a mutation.
+    """
+
+    algorithm = "EORL"
+
+    def __init__(self, env: str = "bitflip", env_kwargs: dict | None = None,
+                 episodes: int = 400, seed: int = 0, *, n: int = 8, **kwargs):
+        super().__init__(env, env_kwargs, episodes, seed, n=check_population_size(n), **kwargs)
+        self.population = Population(self.n)
+        self.tracker = ResetTracker()
+        self.operators = 0
+
+    def choose_member(self, epsilon: float) -> int:
+        return self.population.choose(epsilon, self.rngs["evo"])
+
+    def best_member(self) -> int:
+        return int(np.argmax(self.population.fitness))
+
+    def after_episode(self, e, member, ep, epsilon, controls):
+        kappa = float(controls.get("kappa", 0.05))
+        mu = float(controls.get("mu", 0.05))
+        schedule = controls.get("schedule", "uniform")
+        sigma = float(controls.get("sigma", SIGMA))
+        q = float(controls.get("q", Q))
+        pop, rng = self.population, self.rngs["evo"]
+        pop.update(member, ep.ret, q)
+        self.tracker.observe_return(e, ep.ret)
+        p_cross, p_mut = operator_probabilities(schedule, kappa, mu, e, self.episodes,
+                                                self.tracker, self.n, epsilon)
+        op = draw_operator(p_cross, p_mut, rng)
+        row = {"operator": op or "", "child": -1, "parent_i": -1, "parent_j": -1,
+               "tau": np.nan, "p_cross": p_cross, "p_mut": p_mut,
+               "fitness_max": float(pop.fitness.max()), "fitness_mean": float(pop.fitness.mean()),
+               "fitness_min": float(pop.fitness.min()), "reset_episode": 0}
+        if op is not None:
+            row.update(self.apply_operator(op, sigma))
+            self.tracker.observe_operator(e)
+            self.operators += 1
+        row["reset_episode"] = self.tracker.reset_episode
+        row["operators"] = self.operators
+        return row
+
+    def apply_operator(self, op: str, sigma: float) -> dict[str, Any]:
+        """Replace ``argmin A`` by a child of parents from the fitter half; fresh optimiser."""
+        pop, rng, net = self.population, self.rngs["evo"], self.net
+        slot = pop.replaced_slot(rng)
+        crossover = op in ("random_crossover", "linear_crossover")
+        parents = pop.pick_parents(slot, 2 if crossover else 1, rng)
+        if crossover and len(parents) < 2:
+            op, crossover = "mutation", False
+        i = int(parents[0])
+        if crossover:
+            j = int(parents[1])
+            tau = cross_ratio(pop.fitness[i], pop.fitness[j])
+            fn = random_crossover if op == "random_crossover" else linear_crossover
+            child = fn(net.flat(i), net.flat(j), tau, sigma, rng)
+            fitness = tau * pop.fitness[i] + (1.0 - tau) * pop.fitness[j]
+        else:
+            j, tau = -1, 1.0
+            child = mutation(net.flat(i), sigma, rng)
+            fitness = pop.fitness[i]
+        net.set_flat(slot, child)
+        net.reset_optimizer(slot)
+        pop.install(slot, fitness)
+        return {"operator": op, "child": slot, "parent_i": i, "parent_j": j, "tau": tau,
+                "fitness_max": float(pop.fitness.max()),
+                "fitness_mean": float(pop.fitness.mean()),
+                "fitness_min": float(pop.fitness.min())}
+
+    def state_dict(self):
+        meta, arrays = super().state_dict()
+        meta.update(population=self.population.state_dict(), tracker=self.tracker.state_dict(),
+                    operators=self.operators)
+        return meta, arrays
+
+    def load_state_dict(self, meta, arrays):
+        super().load_state_dict(meta, arrays)
+        self.population.load_state_dict(meta["population"])
+        self.tracker.load_state_dict(meta["tracker"])
+        self.operators = int(meta["operators"])
