@@ -1,0 +1,126 @@
+"""AES-RL's Table 2 in small: every mean x variance update rule, several seeds.
+
+Lee et al. 2020, Table 2 compared (1+1)-ES with the success rule, the asynchronous rank-based
+"move oldest" update, and the 4 fitness-based mean rules x 2 online variance rules, by the
+final return after 1M steps (10 seeds). Here the same 10 combinations run AES-RL for a short
+budget on a small task, ``--seeds`` seeds each (default 3), one run after another on one
+LocalCluster; reported: mean and std over seeds of the final return (10 noise-free episodes
+of the final mean), the mean update ratio p and the final mean variance. The reduced setting
+and the time the benchmark took are printed with the table.
+
+Default reduced setting: InvertedPendulum-v5 capped at 200 steps (returns <= 200), 32-32
+networks, 8,000 env steps with RL from 1,000, m = 3 episodes per f(mu), critic chunks of 250.
+The ranges follow the paper's rule of thumb (about 1/6 of the best return): r = 35,
+absolute f_b = -35, relative f_b = 35.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+
+import numpy as np
+import pandas as pd
+
+#: Table 2's columns: (mean rule, variance rule)
+COMBINATIONS = [
+    ("one_plus_one", "success_rule"),
+    ("rank_async", "rank_window"),
+    ("fixed_linear", "online_adaptive"),
+    ("fixed_sigmoid", "online_adaptive"),
+    ("absolute_baseline", "online_adaptive"),
+    ("relative_baseline", "online_adaptive"),
+    ("fixed_linear", "online_fixed"),
+    ("fixed_sigmoid", "online_fixed"),
+    ("absolute_baseline", "online_fixed"),
+    ("relative_baseline", "online_fixed"),
+]
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--env", default="InvertedPendulum-v5")
+    p.add_argument("--max-episode-steps", type=int, default=200)
+    p.add_argument("--steps", type=float, default=8_000, help="env steps per run")
+    p.add_argument("--rl-start-step", type=int, default=1_000)
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--range", type=float, default=35.0,
+                   help="r, and |f_b| of both baselines (about 1/6 of the best return)")
+    p.add_argument("--hidden", type=int, nargs="+", default=[32, 32])
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--combinations", nargs="+", default=None,
+                   help="only these, as mean_rule:var_rule")
+    p.add_argument("--json", default=None, help="also write the figures to this file")
+
+
+def one_run(client, mean_rule: str, var_rule: str, seed: int, args) -> dict:
+    from esnb.runners.aesrl import AESRL
+
+    r = AESRL(args.env, seed=seed, client=client, mean_rule=mean_rule, var_rule=var_rule,
+              r=args.range, f_b_absolute=-args.range, f_b_relative=args.range,
+              actor_hidden=tuple(args.hidden), critic_hidden=tuple(args.hidden),
+              rl_start_step=args.rl_start_step, critic_chunk=250, eval_episodes=3,
+              max_episode_steps=args.max_episode_steps, critic_exclusive=False,
+              name=f"rules-{mean_rule}-{var_rule}-{seed}")
+    t0 = time.perf_counter()
+    try:
+        r.start(env_steps=args.steps).wait()
+        final = r.evaluate(10)
+        h = r.history
+        return {"mean_rule": mean_rule, "var_rule": var_rule, "seed": seed,
+                "final_return": float(final.mean()), "p_mean": float(h.p.mean()),
+                "var_final": float(h.var_mean.iloc[-1]), "updates": len(h),
+                "rl_share": float(r.pop.rl_share), "seconds": time.perf_counter() - t0}
+    finally:
+        r.close()
+
+
+def run(args) -> int:
+    from esnb.cluster import make_client
+
+    combos = COMBINATIONS
+    if args.combinations:
+        combos = [tuple(c.split(":")) for c in args.combinations]
+        for c in combos:
+            if len(c) != 2:
+                raise ValueError(f"--combinations takes mean_rule:var_rule, got {c}")
+    t0 = time.perf_counter()
+    load = os.getloadavg()[0]
+    client = make_client(args.workers, dashboard_address=":0", silence_logs=logging.ERROR)
+    runs = []
+    try:
+        for mean_rule, var_rule in combos:
+            for seed in range(args.seeds):
+                runs.append(one_run(client, mean_rule, var_rule, seed, args))
+                r = runs[-1]
+                print(f"  {mean_rule:<18} {var_rule:<16} seed {seed}: final "
+                      f"{r['final_return']:8.1f} ({r['seconds']:.0f} s)", flush=True)
+    finally:
+        client.close()
+    took = time.perf_counter() - t0
+    df = pd.DataFrame(runs)
+    table = df.groupby(["mean_rule", "var_rule"], sort=False).agg(
+        final_mean=("final_return", "mean"), final_std=("final_return", "std"),
+        p_mean=("p_mean", "mean"), var_final=("var_final", "mean"),
+        updates=("updates", "mean")).reset_index()
+    print()
+    print(f"aes-rules: final return of the mean (10 noise-free episodes), {args.seeds} seeds")
+    print(f"reduced setting: {args.env} capped at {args.max_episode_steps} steps, "
+          f"{args.steps:,.0f} env steps per run, RL from {args.rl_start_step:,}, networks "
+          f"{'-'.join(map(str, args.hidden))}, r = |f_b| = {args.range:g}, m = 3, "
+          f"{args.workers} workers; load average at start {load:.1f}")
+    print(f"  {'mean rule':<19}{'variance rule':<17}{'final mean':>11}{'std':>8}"
+          f"{'mean p':>8}{'final var':>11}{'updates':>9}")
+    for _, t in table.iterrows():
+        print(f"  {t.mean_rule:<19}{t.var_rule:<17}{t.final_mean:>11.1f}"
+              f"{(0.0 if np.isnan(t.final_std) else t.final_std):>8.1f}{t.p_mean:>8.3f}"
+              f"{t.var_final:>11.2e}{t.updates:>9.0f}")
+    print(f"  ({took:.0f} s)")
+    if load > 2.5:
+        print(f"  note: taken under load (load average {load:.1f}); times, not returns, "
+              f"depend on it")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"runs": runs, "seconds": took, "load": load}, f, indent=2)
+    return 0

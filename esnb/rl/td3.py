@@ -1,0 +1,431 @@
+"""TD3 as CEM-RL and AES-RL use it: a shared twin critic, and actors trained against it.
+
+Fujimoto et al. 2018, "Addressing Function Approximation Error in Actor-Critic Methods" (TD3);
+networks and hyperparameters of Pourchot and Sigaud 2019 (CEM-RL), which Lee et al. 2020
+(AES-RL) kept: actor 400-300 tanh with a tanh output scaled to the action bounds; twin critics
+400-300 leaky ReLU on ``[s, a]``; batch 100, Adam 1e-3, discount 0.99, tau 0.005, target policy
+noise 0.2 clipped at 0.5, policy delay 2.
+
+In CEM-RL and AES-RL the critic and the actors learn *separately*, as the released codes do:
+
+- :class:`CriticLearner` trains the twin critic with the TD3 target (clipped double Q, target
+  policy smoothing) where the target policy is a given actor (AES-RL: the population mean;
+  CEM-RL: the RL individual whose turn it is), soft-updating the target critic after every
+  update (the released code's critic-only mode);
+- :func:`train_actor` takes an individual's actor and ascends ``Q1(s, pi(s))`` for a number of
+  steps with a fresh Adam (every step: with a frozen critic there is nothing to delay).
+
+The policy delay applies where both learn together: :meth:`CriticLearner.td3_step` (plain TD3,
+used by the tests and for reference).
+
+An actor is one flat float32 vector in :class:`~esnb.policies.spec.PolicySpec` layout, so ES
+samples, updates and ships one array and rollouts use :class:`~esnb.rl.td3_actor.NumpyTD3Actor`
+(numpy: :mod:`esnb.rl.td3_actor` never imports torch).
+
+CPU sizes: this machine does ~150 TD3 updates/s at 400-300 and ~900/s at 64-64 (batch 100),
+so the demo, tests and benchmarks use :data:`CPU_FRIENDLY` (64-64 actor and critic);
+``actor_hidden=(400, 300), critic_hidden=(400, 300)`` (the default of :class:`TD3Config`) is
+the paper's setting.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from esnb.policies.spec import PolicySpec
+from esnb.rl.td3_actor import NumpyTD3Actor, actor_spec, init_actor, transition_spec
+from esnb.rl.torch_nets import adam_state, load_adam_state
+
+#: network sizes used by esnb's demo, tests and benchmarks on CPUs (the paper: 400-300)
+CPU_FRIENDLY = {"actor_hidden": (64, 64), "critic_hidden": (64, 64)}
+
+@dataclass(frozen=True)
+class TD3Config:
+    """TD3's hyperparameters (CEM-RL's values by default).
+
+    Attributes
+    ----------
+    actor_hidden, critic_hidden : tuple of int
+        Hidden sizes (paper: 400-300 both; :data:`CPU_FRIENDLY`: 64-64).
+    batch_size : int
+        Transitions per gradient step.
+    actor_lr, critic_lr : float
+        Adam step sizes.
+    gamma : float
+        Discount.
+    tau : float
+        Soft target update rate.
+    policy_noise, noise_clip : float
+        Target policy smoothing: ``N(0, policy_noise^2)`` clipped to ``+-noise_clip``, both in
+        units of the action half-range.
+    policy_delay : int
+        Critic updates per actor update in :meth:`CriticLearner.td3_step`.
+    leaky_slope : float
+        Negative slope of the critic's leaky ReLU (torch's default 0.01).
+    """
+
+    actor_hidden: tuple[int, ...] = (400, 300)
+    critic_hidden: tuple[int, ...] = (400, 300)
+    batch_size: int = 100
+    actor_lr: float = 1e-3
+    critic_lr: float = 1e-3
+    gamma: float = 0.99
+    tau: float = 0.005
+    policy_noise: float = 0.2
+    noise_clip: float = 0.5
+    policy_delay: int = 2
+    leaky_slope: float = 0.01
+
+    def __post_init__(self):
+        for name in ("actor_hidden", "critic_hidden"):
+            sizes = tuple(int(h) for h in getattr(self, name))
+            if not sizes or any(h < 1 for h in sizes):
+                raise ValueError(f"{name} must be one or more sizes >= 1, got "
+                                 f"{getattr(self, name)!r}")
+            object.__setattr__(self, name, sizes)
+        if int(self.batch_size) < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size!r}")
+        for name in ("actor_lr", "critic_lr", "tau"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be > 0, got {v!r}")
+        if not 0 <= self.gamma <= 1:
+            raise ValueError(f"gamma must be in [0, 1], got {self.gamma!r}")
+        if self.policy_noise < 0 or self.noise_clip < 0:
+            raise ValueError("policy_noise and noise_clip must be >= 0")
+        if int(self.policy_delay) < 1:
+            raise ValueError(f"policy_delay must be >= 1, got {self.policy_delay!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["actor_hidden"] = list(self.actor_hidden)
+        d["critic_hidden"] = list(self.critic_hidden)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TD3Config:
+        return cls(**d)
+
+
+# -- the actor ------------------------------------------------------------------------------
+class TD3Actor(nn.Module):
+    """The actor in torch over one flat parameter vector (``self.flat``)."""
+
+    def __init__(self, spec: PolicySpec, flat=None):
+        super().__init__()
+        self.spec = spec
+        data = torch.zeros(spec.num_params, dtype=torch.float32)
+        if flat is not None:
+            data.copy_(torch.as_tensor(np.asarray(flat, dtype=np.float32)))
+        self.flat = nn.Parameter(data)
+        high = torch.tensor(spec.high, dtype=torch.float32)
+        low = torch.tensor(spec.low, dtype=torch.float32)
+        # "half" would shadow nn.Module.half()
+        self.register_buffer("a_mid", (high + low) / 2, persistent=False)
+        self.register_buffer("a_half", (high - low) / 2, persistent=False)
+        self._slices = spec.slices()
+
+    def load(self, flat) -> None:
+        with torch.no_grad():
+            self.flat.copy_(torch.as_tensor(np.asarray(flat, dtype=np.float32)))
+
+    def params(self) -> np.ndarray:
+        return self.flat.detach().numpy().copy()
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs
+        last = len(self._slices) - 1
+        for k, (w, shape, b) in enumerate(self._slices):
+            x = F.linear(x, self.flat[w].view(shape), self.flat[b])
+            x = torch.tanh(x)  # hidden layers and the squashed output alike
+            if k == last:
+                return self.a_mid + self.a_half * x
+        raise AssertionError("unreachable")
+
+
+# -- the twin critic ------------------------------------------------------------------------
+#: twin critics up to this width run as one batched pair (measured: ~1.3x faster at 64-64, but
+#: slower than two plain matmuls at 400-300)
+BATCHED_MAX = 128
+
+
+class TwinCritic(nn.Module):
+    """Two Q-networks ``[s, a] -> 400 -> 300 -> 1`` (leaky ReLU).
+
+    Parameters are per head and layer (``weight [in, out]``, ``bias [out]``, Q1's layers then
+    Q2's). Small critics (width <= :data:`BATCHED_MAX`) stack both heads and cost one
+    ``baddbmm`` per layer instead of two small matmuls (they are launch-bound on CPU); wider
+    ones run the heads one after the other.
+    """
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden=(400, 300), slope: float = 0.01,
+                 generator: torch.Generator | None = None):
+        super().__init__()
+        sizes = (obs_dim + act_dim, *hidden, 1)
+        self.sizes = sizes
+        self.slope = float(slope)
+        self.n_layers = len(sizes) - 1
+        self.batched = max(sizes[1:-1]) <= BATCHED_MAX
+        params = []
+        for _head in range(2):
+            for i, o in zip(sizes[:-1], sizes[1:]):
+                bound = 1.0 / math.sqrt(i)  # nn.Linear's default init
+                params.append(nn.Parameter((torch.rand(i, o, generator=generator) * 2 - 1)
+                                           * bound))
+                params.append(nn.Parameter((torch.rand(o, generator=generator) * 2 - 1) * bound))
+        self.params = nn.ParameterList(params)
+
+    def _layer(self, head: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        j = 2 * (head * self.n_layers + k)
+        return self.params[j], self.params[j + 1]
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """Both Q values, ``[2, B]``."""
+        x = torch.cat([obs, action], dim=-1)
+        if not self.batched:
+            return torch.stack([self._head(x, 0), self._head(x, 1)])
+        x = x.unsqueeze(0).expand(2, -1, -1)
+        for k in range(self.n_layers):
+            (w0, b0), (w1, b1) = self._layer(0, k), self._layer(1, k)
+            x = torch.baddbmm(torch.stack([b0, b1]).unsqueeze(1), x, torch.stack([w0, w1]))
+            if k < self.n_layers - 1:
+                x = F.leaky_relu(x, self.slope)
+        return x.squeeze(-1)
+
+    def _head(self, x: torch.Tensor, head: int) -> torch.Tensor:
+        for k in range(self.n_layers):
+            w, b = self._layer(head, k)
+            x = torch.addmm(b, x, w)
+            if k < self.n_layers - 1:
+                x = F.leaky_relu(x, self.slope)
+        return x.squeeze(-1)
+
+    def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """The first critic only, ``[B]`` (what the actor ascends)."""
+        return self._head(torch.cat([obs, action], dim=-1), 0)
+
+    @property
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def flat(self) -> np.ndarray:
+        with torch.no_grad():
+            return torch.cat([p.reshape(-1) for p in self.parameters()]).numpy().copy()
+
+    def load_flat(self, flat) -> None:
+        flat = torch.as_tensor(np.asarray(flat, dtype=np.float32)).reshape(-1)
+        if flat.numel() != self.num_params:
+            raise ValueError(f"expected {self.num_params} critic parameters, got {flat.numel()}")
+        pos = 0
+        with torch.no_grad():
+            for p in self.parameters():
+                p.copy_(flat[pos:pos + p.numel()].view_as(p))
+                pos += p.numel()
+
+
+def _tensors(batch: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
+    return {k: torch.as_tensor(np.asarray(v, dtype=np.float32)) for k, v in batch.items()}
+
+
+class CriticLearner:
+    """The shared twin critic, its target and its Adam; trained against a given target policy.
+
+    Parameters
+    ----------
+    spec : PolicySpec
+        The actors' layout (:func:`actor_spec`): observation/action sizes and bounds.
+    config : TD3Config
+    seed : int
+        Seeds the critic's initialisation and the target policy noise (a ``torch.Generator``).
+
+    Attributes
+    ----------
+    updates : int
+        Critic updates made.
+    version : int
+        Bumped by :meth:`publish` (the number of published weights).
+    """
+
+    def __init__(self, spec: PolicySpec, config: TD3Config, seed: int = 0):
+        self.spec = spec
+        self.config = config
+        self.generator = torch.Generator().manual_seed(int(seed))
+        self.critic = TwinCritic(spec.obs_dim, spec.act_dim, config.critic_hidden,
+                                 config.leaky_slope, self.generator)
+        self.target = copy.deepcopy(self.critic)
+        for p in self.target.parameters():
+            p.requires_grad_(False)
+        self.opt = torch.optim.Adam(self.critic.parameters(), lr=config.critic_lr)
+        self.target_actor = TD3Actor(spec)
+        self.target_actor.requires_grad_(False)
+        self.actor: TD3Actor | None = None  # only for td3_step
+        self.actor_target: TD3Actor | None = None
+        self.actor_opt = None
+        self.updates = 0
+        self.version = 0
+
+    def set_target_policy(self, flat) -> None:
+        """The policy whose value the critic learns (``pi'`` of the TD3 target)."""
+        self.target_actor.load(flat)
+
+    def _critic_loss(self, b: dict[str, torch.Tensor], target_actor: TD3Actor):
+        c = self.config
+        with torch.no_grad():
+            next_a = target_actor(b["next_obs"])
+            half = target_actor.a_half
+            noise = torch.randn(next_a.shape, generator=self.generator) * c.policy_noise
+            noise = noise.clamp(-c.noise_clip, c.noise_clip) * half
+            low, high = target_actor.a_mid - half, target_actor.a_mid + half
+            next_a = torch.maximum(torch.minimum(next_a + noise, high), low)
+            q_next = self.target(b["next_obs"], next_a).min(dim=0).values
+            y = b["reward"] + c.gamma * (1.0 - b["done"]) * q_next
+        q = self.critic(b["obs"], b["action"])
+        return F.mse_loss(q[0], y) + F.mse_loss(q[1], y), q
+
+    def _soft_update(self, net: nn.Module, target: nn.Module) -> None:
+        tau = self.config.tau
+        with torch.no_grad():
+            for p, t in zip(net.parameters(), target.parameters()):
+                t.mul_(1.0 - tau).add_(p, alpha=tau)
+
+    def update(self, batch: Mapping[str, np.ndarray]) -> tuple[float, float]:
+        """One critic update (and target soft update); returns ``(loss, mean Q1)``."""
+        b = _tensors(batch)
+        loss, q = self._critic_loss(b, self.target_actor)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        self._soft_update(self.critic, self.target)
+        self.updates += 1
+        return float(loss.detach()), float(q[0].detach().mean())
+
+    def train(self, batches: Mapping[str, np.ndarray], n: int | None = None) -> dict[str, float]:
+        """Updates on stacked batches ``{field: [k, B, ...]}`` (the first ``n`` of them)."""
+        k = len(next(iter(batches.values())))
+        n = k if n is None else min(int(n), k)
+        losses = np.empty(n)
+        qs = np.empty(n)
+        for j in range(n):
+            losses[j], qs[j] = self.update({f: v[j] for f, v in batches.items()})
+        return {"updates": n, "critic_loss": float(losses.mean()) if n else float("nan"),
+                "q_mean": float(qs.mean()) if n else float("nan")}
+
+    def td3_step(self, batch: Mapping[str, np.ndarray]) -> dict[str, float]:
+        """Plain TD3: a critic update with the learner's own actor target, and every
+        ``policy_delay`` updates an actor step and soft updates of both targets."""
+        c = self.config
+        if self.actor is None:
+            rng = np.random.default_rng(int(torch.randint(2**31 - 1, (1,),
+                                                          generator=self.generator)))
+            self.actor = TD3Actor(self.spec, init_actor(self.spec, rng))
+            self.actor_target = copy.deepcopy(self.actor)
+            self.actor_target.requires_grad_(False)
+            self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=c.actor_lr)
+        b = _tensors(batch)
+        loss, q = self._critic_loss(b, self.actor_target)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        self.updates += 1
+        out = {"critic_loss": float(loss.detach()), "actor_loss": float("nan")}
+        if self.updates % c.policy_delay == 0:
+            actor_loss = -self.critic.q1(b["obs"], self.actor(b["obs"])).mean()
+            self.actor_opt.zero_grad(set_to_none=True)
+            actor_loss.backward()
+            self.actor_opt.step()
+            self._soft_update(self.critic, self.target)
+            self._soft_update(self.actor, self.actor_target)
+            out["actor_loss"] = float(actor_loss.detach())
+        return out
+
+    def publish(self) -> tuple[int, np.ndarray]:
+        """A new version of the critic's weights: ``(version, flat float32)``."""
+        self.version += 1
+        return self.version, self.critic.flat()
+
+    # -- state -------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Critic, target, Adam moments and counters as arrays (checkpoints, recovery)."""
+        adam = adam_state(self.opt, self.critic)
+        return {"critic": self.critic.flat(), "critic_target": self.target.flat(),
+                "critic_adam_m": adam["m"], "critic_adam_v": adam["v"],
+                "critic_adam_step": adam["step"], "target_policy": self.target_actor.params(),
+                "critic_counters": np.array([self.updates, self.version], dtype=np.int64),
+                "critic_rng": self.generator.get_state().numpy().copy()}
+
+    def load_state_dict(self, state: Mapping[str, np.ndarray]) -> None:
+        self.critic.load_flat(state["critic"])
+        self.target.load_flat(state["critic_target"])
+        load_adam_state(self.opt, self.critic, {"m": state["critic_adam_m"],
+                                                "v": state["critic_adam_v"],
+                                                "step": state["critic_adam_step"]})
+        self.target_actor.load(state["target_policy"])
+        self.updates, self.version = (int(x) for x in state["critic_counters"])
+        self.generator.set_state(torch.as_tensor(np.asarray(state["critic_rng"],
+                                                            dtype=np.uint8)))
+
+
+def critic_from_flat(spec: PolicySpec, config: TD3Config, flat) -> TwinCritic:
+    """A frozen :class:`TwinCritic` holding published weights (for actor training)."""
+    critic = TwinCritic(spec.obs_dim, spec.act_dim, config.critic_hidden, config.leaky_slope)
+    critic.load_flat(flat)
+    critic.requires_grad_(False)
+    return critic
+
+
+def train_actor(spec: PolicySpec, config: TD3Config, actor_flat, critic: TwinCritic,
+                obs_batches: Iterable[np.ndarray], steps: int) -> tuple[np.ndarray, dict]:
+    """Train an individual's actor: ``steps`` Adam steps (fresh optimiser) on ``-Q1(s, pi(s))``.
+
+    Parameters
+    ----------
+    actor_flat : array
+        The individual (flat, :func:`actor_spec` layout).
+    critic : TwinCritic
+        The shared critic (frozen).
+    obs_batches : iterable of arrays ``[k, B, obs_dim]``
+        Observations from the replay, in chunks of ``k`` batches; consumed until ``steps``.
+    steps : int
+        Actor steps (AES-RL: the env steps of the last 10 episodes).
+
+    Returns
+    -------
+    (numpy.ndarray, dict)
+        The trained flat actor and ``{"steps", "actor_loss_first", "actor_loss_last"}``.
+    """
+    actor = TD3Actor(spec, actor_flat)
+    opt = torch.optim.Adam(actor.parameters(), lr=config.actor_lr)
+    done = 0
+    first = last = float("nan")
+    for chunk in obs_batches:
+        chunk = torch.as_tensor(np.asarray(chunk, dtype=np.float32))
+        for j in range(len(chunk)):
+            if done >= steps:
+                break
+            obs = chunk[j]
+            loss = -critic.q1(obs, actor(obs)).mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            done += 1
+            if done == 1:
+                first = float(loss.detach())
+        if done >= steps:
+            break
+    if done:
+        last = float(loss.detach())
+    return actor.params(), {"steps": done, "actor_loss_first": first, "actor_loss_last": last}
+
+
+__all__ = ["CPU_FRIENDLY", "CriticLearner", "NumpyTD3Actor", "TD3Actor", "TD3Config",
+           "TwinCritic", "actor_spec", "critic_from_flat", "init_actor", "train_actor",
+           "transition_spec"]

@@ -1,0 +1,207 @@
+"""esnb.AESRL on real LocalClusters: the asynchronous loop, live rules, faults, checkpoints."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from esnb.aes.rules import MEAN_RULES, call_rule
+from esnb.runners.aesrl import AESRL
+
+#: InvertedPendulum (obs 4, act 1, short episodes) with small networks: fast on 2 busy cores
+SMALL = dict(actor_hidden=(16, 16), critic_hidden=(32, 32), rl_start_step=300,
+             critic_chunk=100, eval_episodes=2, max_episode_steps=100,
+             td3={"batch_size": 32}, critic_exclusive=False)
+ENV = "InvertedPendulum-v5"
+SWITCH_AT = 12  # the mean rule changes after this update
+BUDGET = 1500
+
+
+def recomputed_p(row, r=1000.0, f_b=1000.0):
+    return call_rule(MEAN_RULES, row["mean_rule"], row["f_z"], row["f_mu"], r=r, p_pos=1.0,
+                     p_neg=0.0, f_b=f_b)
+
+
+@pytest.fixture(scope="module")
+def run(client, tmp_path_factory):
+    """One run shared by the tests below: 1,500 env steps, the mean rule switched mid-run."""
+    runner = AESRL(ENV, seed=0, client=client, name="aes-test", **SMALL)
+    mu0 = runner.mu.copy()
+
+    def switch(row):
+        if row["update"] == SWITCH_AT:
+            runner.controls.set(mean_rule="fixed_linear")
+
+    runner.add_observer(switch)
+    runner.start(env_steps=BUDGET).wait(timeout=600)
+    path = tmp_path_factory.mktemp("aes") / "run.npz"
+    runner.save(path)
+    yield runner, mu0, path
+    runner.close()
+
+
+def test_async_loop_keeps_in_flight_and_applies_each_result_once(run):
+    runner, mu0, _ = run
+    h = runner.history
+    c = runner.counters
+    assert list(h["update"]) == list(range(1, len(h) + 1))
+    assert h.individual.is_unique                        # never applied twice
+    assert c["duplicates"] == 0 and runner.in_flight == 0
+    assert c["created"] == len(h) + c["cancelled"] + c["dropped"]
+    assert c["env_steps"] == h.length.sum() >= BUDGET
+    # ~2x the worker threads in flight while the budget is far
+    target = int(h.target_in_flight.iloc[0])
+    assert target == 2 * 2
+    # (the runner stops topping up once the episodes in flight would reach the budget)
+    early = h[h.env_steps < BUDGET - target * SMALL["max_episode_steps"]]
+    assert len(early) > len(h) // 3
+    off = early[early.in_flight != target]
+    assert off.empty, list(zip(off["update"], off.env_steps, off.in_flight, off.length))
+    assert (h.in_flight <= target).all()
+    # asynchrony: some individuals were sampled from a mean that has moved since
+    assert (h.staleness >= 0).all() and h.staleness.max() >= 1
+    assert h.mu_version.iloc[-1] == h.applied.sum()
+    assert not np.array_equal(runner.mu, mu0)
+
+
+def test_rl_individuals_critic_and_evaluation_budget(run):
+    runner, _, _ = run
+    h = runner.history
+    rl = h[h.kind == "RL"]
+    assert len(rl) > 5 and (h.kind == "ES").sum() > 5
+    assert (rl.actor_steps > 0).all() and (h[h.kind == "ES"].actor_steps == 0).all()
+    assert (rl.p_rl > 0).all()
+    # no RL individual before the warm-up: the first one is created after 300 env steps
+    first_rl = rl.index[0]
+    assert h.env_steps.iloc[first_rl - 1] >= 300 - h.length.max() * 4
+    # the critic: never more than one update per collected env step, versions published
+    assert (h.critic_updates <= h.env_steps).all()
+    assert h.critic_updates.iloc[-1] >= 0.5 * BUDGET
+    assert h.critic_version.is_monotonic_increasing
+    assert (rl.critic_version_used >= 0).all() and rl.critic_version_used.max() > 0
+    # f(mu) episodes are counted apart from the training budget
+    assert h.eval_steps.iloc[-1] > 0 and runner.counters["eval_steps"] == h.eval_steps.iloc[-1]
+    assert h.f_mu.notna().all()
+
+
+def test_every_update_is_logged_and_matches_its_rule(run):
+    runner, _, _ = run
+    h = runner.history
+    applied = h[h.applied]
+    for _, row in applied.iterrows():
+        assert row["p"] == pytest.approx(recomputed_p(row), abs=1e-12)
+    for col in ("p", "f_z", "f_mu", "kind", "staleness", "var_mean", "var_min", "var_max",
+                "mean_rule", "var_rule"):
+        assert col in h
+    assert runner.plot() is not None  # the live view's drawing, with AES-RL's own panels
+
+
+def test_switching_the_mean_rule_takes_effect_at_the_next_completion(run):
+    runner, _, _ = run
+    h = runner.history
+    assert (h.mean_rule[h["update"] <= SWITCH_AT] == "relative_baseline").all()
+    assert (h.mean_rule[h["update"] > SWITCH_AT] == "fixed_linear").all()
+    ch = runner.changes
+    assert len(ch) == 1
+    change = ch.iloc[0]
+    assert (change["name"], change["old"], change["new"]) == (
+        "mean_rule", "relative_baseline", "fixed_linear")
+    assert change["update"] == SWITCH_AT + 1
+    # fixed_linear with p_neg = 0 never moves toward a worse individual
+    after = h[(h["update"] > SWITCH_AT) & h.applied]
+    assert ((after.f_z <= after.f_mu) == (after.p == 0)).all()
+
+
+def test_checkpoint_round_trip_continues(run, client):
+    runner, _, path = run
+    loaded = AESRL.load(path, client=client)
+    assert np.array_equal(loaded.mu, runner.mu) and np.array_equal(loaded.var, runner.var)
+    assert loaded.counters["env_steps"] == runner.counters["env_steps"]
+    assert loaded.controls["mean_rule"] == "fixed_linear"
+    assert os.path.exists(str(path) + ".replay.npz")
+    try:
+        loaded.step(3)
+        h = loaded.history
+        assert list(h["update"][-3:]) == [len(h) - 2, len(h) - 1, len(h)]
+        assert h["update"].iloc[-1] == runner.iteration + 3
+        assert loaded.counters["critic_updates"] >= runner.counters["critic_updates"]
+    finally:
+        loaded.close()
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"mean_rule": "linear"}, "mean_rule must be one of 'one_plus_one', 'fixed_linear'"),
+    ({"var_rule": "adaptive"}, "var_rule must be one of .*'online_adaptive'"),
+    ({"r": 0.0}, r"r must be a number in \(0"),
+    ({"r": -3.0}, r"r must be a number in \(0"),
+    ({"p_desired": 1.5}, r"p_desired must be a number in \[0, 1\]"),
+    ({"p_desired": -0.1}, r"p_desired must be a number in \[0, 1\]"),
+    ({"var_floor": 0.0}, r"var_floor must be a number in \(0"),
+    ({"f_b_relative": float("nan")}, "f_b_relative"),
+])
+def test_bad_input_is_refused_and_changes_nothing(client, change, match):
+    runner = AESRL(ENV, client=client, **SMALL)
+    before = (runner.controls.as_dict(), runner.controls.version, runner.mu.copy(),
+              runner.var.copy())
+    with pytest.raises(ValueError, match=match):
+        runner.controls.set(**change)
+    assert runner.controls.as_dict() == before[0] and runner.controls.version == before[1]
+    assert np.array_equal(runner.mu, before[2]) and np.array_equal(runner.var, before[3])
+    with pytest.raises(ValueError, match=match):
+        AESRL(ENV, client=client, **SMALL, **change)
+
+
+def test_needs_a_client_and_a_box_action_space():
+    with pytest.raises(ValueError, match="needs a Dask client"):
+        AESRL(ENV, client=False, **SMALL)
+
+
+async def _sigkill():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _kill(client, address):
+    """SIGKILL the worker process at ``address`` (its nanny starts a new one)."""
+    client.run(_sigkill, workers=[address], wait=False)
+
+
+@pytest.mark.slow
+def test_killing_workers_mid_run_loses_no_update_state(fresh_client, caplog):
+    """Kill the worker holding the replay (it also evaluates), then the critic's worker:
+    evaluations are rerun or resubmitted, replay and critic recreated, and the updates go on
+    without a gap or a double."""
+    caplog.set_level(logging.WARNING, logger="esnb.aes")
+    runner = AESRL(ENV, seed=1, client=fresh_client, name="aes-kill", **SMALL)
+    try:
+        runner.start(env_steps=600).wait(timeout=600)
+        state = (runner.mu.copy(), runner.var.copy(), runner.dist.updates)
+        replay_worker = runner.replay.address
+        runner.start(env_steps=600)
+        time.sleep(2.0)  # in the middle of evaluations
+        _kill(fresh_client, replay_worker)
+        runner.wait(timeout=600)
+        critic_worker = runner.critic.address
+        runner.start(env_steps=600)
+        time.sleep(2.0)
+        _kill(fresh_client, critic_worker)
+        runner.wait(timeout=600)
+        h = runner.history
+        c = runner.counters
+        assert list(h["update"]) == list(range(1, len(h) + 1))
+        assert h.individual.is_unique and c["duplicates"] == 0
+        assert c["replay_recreations"] >= 1 and c["critic_recreations"] >= 1
+        assert c["created"] == len(h) + c["cancelled"] + c["dropped"]
+        assert c["env_steps"] >= 1800 and c["env_steps"] == h.length.sum()
+        # the update state before the kills is where the later updates started from
+        first_after = h[h["update"] > state[2]].iloc[0]
+        assert first_after["mu_version"] == state[2] + int(first_after["applied"])
+        assert runner.dist.updates == h.applied.sum()
+        assert h.critic_updates.iloc[-1] >= h.critic_updates[h["update"] == state[2]].iloc[0]
+        assert "recreated" in caplog.text
+    finally:
+        runner.close()
