@@ -44,9 +44,10 @@ class ObsStats:
 
     def load_state_dict(self, state: dict) -> None:
         s = np.asarray(state["sum"], dtype=np.float64)
-        if s.shape != self.sum.shape:
+        if s.shape != self.sum.shape or np.shape(state["sumsq"]) != self.sum.shape:
             raise ValueError(
-                f"observation statistics of shape {s.shape}, expected {self.sum.shape}")
+                f"observation statistics of shapes {s.shape} and "
+                f"{np.shape(state['sumsq'])}, expected {self.sum.shape}")
         self.sum = s.copy()
         self.sumsq = np.asarray(state["sumsq"], dtype=np.float64).copy()
         self.count = float(state["count"])

@@ -142,6 +142,9 @@ class OpenAIES:
         theta = np.asarray(state["theta"], dtype=np.float32)
         if theta.shape != (self.dim,):
             raise ValueError(f"theta of shape {theta.shape}, expected ({self.dim},)")
+        for key in ("adam_exp_avg", "adam_exp_avg_sq"):  # refused now, not at the next step
+            if key in state and np.shape(state[key]) != (self.dim,):
+                raise ValueError(f"{key} of shape {np.shape(state[key])}, expected ({self.dim},)")
         with torch.no_grad():
             self.param.copy_(torch.from_numpy(theta.copy()))
         self.optimizer.state.clear()

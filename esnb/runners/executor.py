@@ -53,6 +53,11 @@ class InlineExecutor:
         return [fn(*args) for fn, args in calls]
 
 
+def _hold(obj: Any) -> Any:
+    """The task behind :meth:`DaskExecutor.put`: its result is ``obj`` itself."""
+    return obj
+
+
 class DaskExecutor:
     """Submits calls as futures (``pure=False``, unique keys) and gathers them in order."""
 
@@ -70,8 +75,13 @@ class DaskExecutor:
         register_noise_table(self.client, noise)
 
     def put(self, obj: Any):
-        """Scatter ``obj`` once (to one worker; Dask copies it where tasks need it)."""
-        return self.client.scatter(obj, hash=False)
+        """Send ``obj`` once, as a task that returns it (Dask copies it where tasks need it).
+
+        Not ``scatter``: scattered data dies with its worker and every task needing it is
+        cancelled, whereas a task's result is recomputed elsewhere (a SIGKILLed worker
+        otherwise failed the whole ES run).
+        """
+        return self.client.submit(_hold, obj, key=f"esnb-put-{uuid.uuid4().hex}", pure=False)
 
     def release(self, handle: Any) -> None:
         handle.release()

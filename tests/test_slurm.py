@@ -1,0 +1,187 @@
+"""esnb on a real SLURM through dask-jobqueue: jobs submitted with sbatch, workers started by
+slurmd, retired by ``--lifetime`` and replaced by ``adapt()`` while a run goes on.
+
+Needs a running SLURM (``scripts/slurm/start``; ``.ci/run`` starts one). Without it these tests
+skip and say why; with ``ESNB_REQUIRE_SLURM=1`` (set by ``.ci/run``) they fail instead.
+"""
+
+import logging
+import os
+import re
+import shutil
+import subprocess
+import time
+import warnings
+
+import dask.config
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.slurm
+
+
+def slurm_unavailable() -> str | None:
+    """Why SLURM cannot run these tests here, or None."""
+    if shutil.which("sbatch") is None:
+        return "no sbatch: apt-get install slurm-wlm munge, then scripts/slurm/start"
+    try:
+        ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=30)
+        nodes = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True,
+                               timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"SLURM does not answer ({exc}): scripts/slurm/start"
+    if "is UP" not in ping.stdout:
+        return f"slurmctld is not running ({ping.stdout.strip() or ping.stderr.strip()}): " \
+               f"scripts/slurm/start"
+    if not re.search(r"^(idle|mix|alloc)", nodes.stdout, re.M):
+        return f"no usable SLURM node (sinfo: {nodes.stdout.strip()!r}): scripts/slurm/start"
+    try:
+        import dask_jobqueue  # noqa: F401
+    except ImportError:
+        return "dask-jobqueue is not installed: pip install 'esnb[jobqueue]'"
+    return None
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    reason = slurm_unavailable()
+    if reason:
+        if os.environ.get("ESNB_REQUIRE_SLURM"):
+            pytest.fail(f"ESNB_REQUIRE_SLURM is set but SLURM is unavailable: {reason}")
+        warnings.warn(f"SLURM tests skipped: {reason}", stacklevel=1)  # shown by pytest -q
+        pytest.skip(reason)
+
+
+def _job_of_this_worker():
+    """(SLURM job id, started by slurmd) of the worker process running this."""
+    import os
+
+    import psutil
+
+    return (os.environ.get("SLURM_JOB_ID"),
+            any(p.name() == "slurmstepd" for p in psutil.Process().parents()))
+
+
+_job_of_this_worker.__module__ = "__main__"  # shipped by value: workers cannot import tests
+
+
+def _squeue(name):
+    out = subprocess.run(["squeue", "-h", "-n", name, "-o", "%i"], capture_output=True,
+                         text=True, timeout=30).stdout
+    return out.split()
+
+
+def test_es_trains_through_slurm_while_jobs_retire_and_are_replaced(slurm, tmp_path):
+    from esnb.cluster import make_client
+    from esnb.runners.es import ES
+
+    job_name = f"esnb-test-{os.getpid()}"
+    with dask.config.set({"esnb.cluster.lifetime": "20s", "esnb.cluster.lifetime-stagger": "5s",
+                          "distributed.deploy.lost-worker-timeout": "1s"}):
+        c = make_client(2, cluster_type="slurm", dashboard_address=":0", set_as_default=False,
+                        silence_logs=logging.ERROR, actor_worker=False,
+                        interface="lo", walltime="00:10:00", job_name=job_name,
+                        log_directory=str(tmp_path / "logs"),
+                        local_directory=str(tmp_path / "work"))
+    cfg = dict(env="CartPole-v1", population=40, seed=0, noise_size=1_000_000, eval_interval=2)
+    try:
+        script = c.cluster.job_script()
+        assert "#SBATCH" in script and "--lifetime 20s --lifetime-stagger 5s" in script
+        c.wait_for_workers(2, timeout=120)
+        first = c.run(_job_of_this_worker)
+        assert all(job and by_slurmd for job, by_slurmd in first.values()), first
+        assert set(_squeue(job_name)) >= {job for job, _ in first.values()}
+
+        r = ES(**cfg, client=c)
+        r.start()
+        jobs, t0, replaced_at = set(), time.monotonic(), None
+        while True:  # until a replacement job has worked a few generations
+            jobs |= {v[0] for v in c.run(_job_of_this_worker, on_error="ignore").values()}
+            if replaced_at is None and len(jobs) >= 3:
+                replaced_at = r.iteration
+            if replaced_at is not None and r.iteration >= max(14, replaced_at + 3):
+                break
+            assert r.running, f"the run ended: {r.state} {r.error}"
+            assert time.monotonic() - t0 < 240, \
+                f"no replacement job after {r.iteration} generations; jobs {sorted(jobs)}"
+            time.sleep(0.5)
+        r.stop()
+        r.wait(120)
+    finally:
+        c.close()
+    deadline = time.monotonic() + 30
+    while _squeue(job_name) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _squeue(job_name) == [], "closing the client leaves no job behind"
+
+    h = r.history
+    assert h.return_mean.iloc[:3].mean() < 60 and h.eval_return.max() >= 200  # it learns
+    # (seed 0 evaluates 27.6 at generation 1 and 219.8 at 13, on any number of workers)
+    inline = ES(**cfg, client=False)
+    inline.step(r.iteration)
+    assert np.array_equal(r.theta, inline.theta)  # retired and replaced workers change nothing
+
+
+def test_apex_learns_through_slurm_and_survives_its_actor_job_killed(slurm, tmp_path):
+    """The replay lives on the long-lived actor-worker job; that job is SIGKILLed mid-run (as a
+    node failure or a walltime would): esnb submits a new actor worker, Ape-X recreates the
+    replay there from its last checkpoint, and the run goes on and learns."""
+    from esnb.cluster import ACTOR_RESOURCE, actor_resources, make_client
+    from esnb.runners.apex import ApeX
+
+    job_name = f"esnb-apex-{os.getpid()}"
+    # one worker job for the actor loops + the actor-worker job for the replay
+    with dask.config.set({"distributed.deploy.lost-worker-timeout": "1s"}):
+        c = make_client(1, cluster_type="slurm", dashboard_address=":0", set_as_default=False,
+                        silence_logs=logging.CRITICAL, interface="lo", walltime="00:10:00",
+                        job_name=job_name, log_directory=str(tmp_path / "logs"),
+                        local_directory=str(tmp_path / "work"))
+
+    def actor_worker():
+        workers = c.scheduler_info(n_workers=-1)["workers"]
+        return next((a for a, w in workers.items() if ACTOR_RESOURCE in w["resources"]), None)
+
+    try:
+        c.wait_for_workers(2, timeout=120)
+        jobs = c.run(_job_of_this_worker)
+        assert all(job and by_slurmd for job, by_slurmd in jobs.values()), jobs
+        assert len({job for job, _ in jobs.values()}) == 2
+        assert actor_resources(c) == {ACTOR_RESOURCE: 1}
+        first_actor = actor_worker()
+        actor_job = jobs[first_actor][0]
+
+        ck = tmp_path / "replay.npz"
+        r = ApeX("CartPole-v1", num_actors=4, seed=0, client=c,
+                 replay_resources=actor_resources(c), min_size=500, eval_interval=500,
+                 eval_episodes=5, target_return=150, replay_checkpoint=str(ck),
+                 replay_checkpoint_interval=1.0)
+        try:
+            r.start(seconds=240)  # ends when an evaluation reaches 150
+            killed_at = None
+            while r.running:
+                if r.backend.replay is not None and killed_at is None:
+                    assert r.backend.replay.address == first_actor  # pinned by the resource
+                    if r.learner_steps > 300 and ck.exists():
+                        subprocess.run(["scancel", "--signal=KILL", "--full", actor_job],
+                                       check=True, timeout=30)
+                        killed_at = r.learner_steps
+                time.sleep(0.2)
+            r.wait(60)
+            new_actor = actor_worker()
+            replay_at = r.backend.replay.address
+        finally:
+            totals = r.close()
+        assert killed_at is not None, "solved before the actor job could be killed"
+        assert new_actor not in (None, first_actor) and replay_at == new_actor
+        assert c.run(_job_of_this_worker, workers=[new_actor])[new_actor][0] != actor_job
+    finally:
+        c.close()
+    # reaching target_return stops the run ("stopped"); the budget would end it ("finished")
+    assert r.error is None and r.solved_at is not None, r.history.tail()
+    h = r.history
+    assert h.eval_return.max() >= 150 and h.return_mean.dropna().iloc[:3].max() < 60
+    last = h.iloc[-1]
+    assert last.replay_recreations == 1 and last.replay_generation == 1
+    assert last.replay_lost >= 0 and last.replay_duplicates == 0
+    assert r.learner_steps > killed_at + 100  # learning went on after the loss
+    assert sum(t["failures"] for t in totals) <= 1  # at most the loop on the killed job
