@@ -14,6 +14,12 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "ES": "esnb.runners.es",
+    "ApeX": "esnb.runners.apex",
+    "ApeXDPG": "esnb.runners.apex",
+    "Impala": "esnb.runners.impala",
+    "EORL": "esnb.runners.eorl",
+    "AESRL": "esnb.runners.aesrl",
+    "CEMRL": "esnb.runners.cemrl",
     "Runner": "esnb.runners.base",
     "make_client": "esnb.cluster",
     "Controls": "esnb.controls",
@@ -22,6 +28,7 @@ _LAZY = {
     "NoiseTable": "esnb.noise",
     "make_env": "esnb.envs.make",
     "CheckpointError": "esnb.record",
+    "dashboard": "esnb.ui",
 }
 
 __all__ = sorted(_LAZY)

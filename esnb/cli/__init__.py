@@ -15,15 +15,27 @@ import sys
 #: ``esnb train <name>`` -> module implementing the trainer protocol
 TRAINERS: dict[str, str] = {
     "es": "esnb.cli.es",
+    "apex": "esnb.cli.apex",
+    "apex-dpg": "esnb.cli.apex_dpg",
+    "impala": "esnb.cli.impala",
     "eorl": "esnb.cli.eorl",
+    "aesrl": "esnb.cli.aesrl",
+    "cemrl": "esnb.cli.cemrl",
 }
 
 #: ``esnb bench <name>`` -> module implementing the benchmark protocol
 BENCHMARKS: dict[str, str] = {
     "es-scaling": "esnb.bench.es_scaling",
+    "replay": "esnb.bench.replay",
+    "apex": "esnb.bench.apex",
+    "apex-scaling": "esnb.bench.apex_scaling",
+    "impala": "esnb.bench.impala",
     "eorl-table": "esnb.bench.eorl_table",
     "iw-overhead": "esnb.bench.iw_overhead",
     "iw-efficiency": "esnb.bench.iw_efficiency",
+    "soak": "esnb.bench.soak",
+    "aes-time": "esnb.bench.aes_time",
+    "aes-rules": "esnb.bench.aes_rules",
 }
 
 

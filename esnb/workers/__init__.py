@@ -9,9 +9,10 @@ from esnb.workers.es import (
     RolloutConfig,
     es_pairs,
     evaluate,
-    iw_dots,
     get_env,
+    iw_dots,
     raw_step_rate,
 )
 
-__all__ = ["PolicyPayload", "RolloutConfig", "es_pairs", "evaluate", "get_env", "iw_dots", "raw_step_rate"]
+__all__ = ["PolicyPayload", "RolloutConfig", "es_pairs", "evaluate", "get_env", "iw_dots",
+           "raw_step_rate"]
