@@ -117,6 +117,26 @@ def test_switching_the_mean_rule_takes_effect_at_the_next_completion(run):
     assert ((after.f_z <= after.f_mu) == (after.p == 0)).all()
 
 
+def _count_released_actor_calls(dask_worker):
+    """On a worker: count from now on the calls that reached an actor already released
+    (the worker logs each as an error with a ``KeyError`` for the actor's key)."""
+    import logging
+
+    class Count(logging.Handler):
+        def emit(self, record):
+            if "esnb-replay" in repr(record.exc_info) + record.getMessage():
+                dask_worker.esnb_released_actor_calls += 1
+
+    if not hasattr(dask_worker, "esnb_released_actor_calls"):
+        dask_worker.esnb_released_actor_calls = 0
+        for name in ("distributed", "tornado"):
+            logging.getLogger(name).addHandler(Count(logging.ERROR))
+
+
+def _released_actor_calls(client) -> int:
+    return sum(client.run(lambda dask_worker: dask_worker.esnb_released_actor_calls).values())
+
+
 def test_checkpoint_round_trip_continues(run, client):
     runner, _, path = run
     loaded = AESRL.load(path, client=client)
@@ -132,6 +152,20 @@ def test_checkpoint_round_trip_continues(run, client):
         assert loaded.counters["critic_updates"] >= runner.counters["critic_updates"]
     finally:
         loaded.close()
+
+
+def test_closing_a_finished_run_waits_for_its_cancelled_individuals(client):
+    """A run that spent its budget cancels the individuals in flight, but Dask cannot stop a
+    running task: they still push transitions. The replay is released only once they have left
+    the workers; released under them, every push logged a KeyError traceback on the worker."""
+    client.run(_count_released_actor_calls)
+    before = _released_actor_calls(client)
+    runner = AESRL(ENV, seed=1, client=client, name="aes-close", **SMALL)
+    runner.start(env_steps=1200).wait(timeout=600)
+    assert runner.counters["cancelled"] > 0  # there were individuals to wait for
+    runner.close()
+    time.sleep(1.0)
+    assert _released_actor_calls(client) == before
 
 
 @pytest.mark.parametrize("change, match", [

@@ -595,8 +595,33 @@ class AESRL(Runner):
             if self.critic is not None:
                 self.critic.close()
             if self.replay is not None:
+                self._drain_cancelled()
                 self.replay.close()
             self._started = False
+
+    def _drain_cancelled(self, timeout: float = 60.0) -> None:
+        """Wait (bounded) until the individuals cancelled above have left the workers.
+
+        Dask cannot interrupt a running task: a cancelled evaluation goes on and pushes its
+        transitions to the replay, and an actor released under it makes the worker log a
+        ``KeyError`` traceback for every such call.
+        """
+        if self.client is None or self.pool is None:
+            return
+        prefix = f"esnb-aes-{self.pool.name}-"
+
+        def running(dask_worker, prefix=prefix):
+            return sum(str(ts.key).startswith(prefix) for ts in dask_worker.state.executing)
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if not sum(self.client.run(running).values()):
+                    return
+            except Exception:  # noqa: BLE001 - closing: a lost worker runs nothing
+                return
+            time.sleep(0.1)
+        log.info("closing %s: individuals still running after %.0f s", self.name, timeout)
 
     # -- checkpoints -------------------------------------------------------------------------
     def save(self, path):
