@@ -60,12 +60,12 @@ def _figures(name: str, wall: float, c: dict) -> dict:
 def _warm_up(env: str) -> None:
     """Import torch and the workers' code and build ``env`` once on a worker, so that the
     first timed run (CEM-RL serial) does not pay for it."""
-    import gymnasium
     import torch  # noqa: F401
 
     import esnb.workers.aes  # noqa: F401
+    from esnb.envs.make import make_env
 
-    gymnasium.make(env).close()
+    make_env(env).close()
 
 
 def measure_env(client, env: str, steps: float, rl_start: int, hidden, seed: int,

@@ -61,26 +61,12 @@ def summarise(runs: list[dict], cfgs: list[dict]) -> tuple[pd.DataFrame, pd.Data
 
 
 def plot(curves: pd.DataFrame, path: Path, title: str) -> None:
+    """Write the figure (return vs env steps and vs wall time, a row per learning rate)."""
     from bokeh.io import save
-    from bokeh.layouts import gridplot
-    from bokeh.palettes import Category10
-    from bokeh.plotting import figure
 
-    figs = []
-    for lr in sorted(curves.lr.unique()):
-        row = []
-        for x, label in (("env_steps", "env steps"), ("wall_time", "wall time (s)")):
-            fig = figure(title=f"lr = {lr:g}: return vs {label}", width=480, height=320,
-                         x_axis_label=label, y_axis_label="mean training return")
-            sub = curves[curves.lr == lr]
-            for color, (variant, g) in zip(Category10[10], sub.groupby("variant")):
-                mean = g.groupby("generation")[[x, "return_mean"]].mean()
-                fig.line(mean[x], mean.return_mean, legend_label=variant, color=color,
-                         line_width=2)
-            fig.legend.location = "top_left"
-            row.append(fig)
-        figs.append(row)
-    save(gridplot(figs), filename=str(path), title=title, resources="inline")
+    from esnb.bench.paper_plots import iw_curves_figure
+
+    save(iw_curves_figure(curves), filename=str(path), title=title, resources="inline")
 
 
 def run(args) -> int:
