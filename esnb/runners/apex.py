@@ -240,7 +240,9 @@ class ApeX(Runner):
                                      float(gamma), float(priority_eps), max_episode_steps,
                                      tuple(sorted((env_kwargs or {}).items())))
         if replay_checkpoint is None:
-            replay_checkpoint = str(Path(tempfile.gettempdir()) / "esnb" / self.name /
+            # not <tmp>/esnb: a folder named like the package would shadow it (as a namespace
+            # package) for anyone who runs Python from the temporary directory
+            replay_checkpoint = str(Path(tempfile.gettempdir()) / "esnb-replay" / self.name /
                                     "replay.npz")
         self.replay_checkpoint = replay_checkpoint or None
         self.min_size = int(min_size)
