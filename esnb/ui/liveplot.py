@@ -13,6 +13,7 @@ import threading
 import time
 from typing import Any
 
+from bokeh.events import DocumentReady
 from jupyter_bokeh import BokehModel
 
 from esnb.ui.plots import RunFigure
@@ -23,6 +24,33 @@ from esnb.ui.spec import known_columns, panels_for
 def _change_rows(runner) -> list[dict[str, Any]]:
     changes = runner.changes
     return changes.to_dict("records") if len(changes) else []
+
+
+def load_bokehjs() -> bool:
+    """Publish BokehJS into the notebook page, if this runs in a Jupyter kernel.
+
+    jupyter_bokeh's view draws with the page's ``window.Bokeh`` and fails without it ("Failed
+    to create view for 'BokehView' ... reading 'require'"); nothing loads it but bokeh's
+    notebook loader. The core library (~1.3 MB, no CDN: it works offline and always matches
+    the Python bokeh) goes inline, once per plot, so a plot made after a page reload still has
+    it; ``BOKEH_RESOURCES=cdn`` loads it from the CDN instead. Returns whether it published.
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    if shell is None or getattr(shell, "kernel", None) is None:
+        return False  # plain Python or a terminal IPython: no page to load into
+    from bokeh.io.notebook import load_notebook
+    from bokeh.resources import Resources
+    from bokeh.settings import settings
+
+    mode = settings.resources(default="inline")
+    resources = Resources(mode=mode, components=["bokeh"]) if mode == "inline" else \
+        Resources(mode=mode)
+    load_notebook(resources=resources, hide_banner=True)
+    return True
 
 
 class LivePlot(BokehModel):
@@ -58,6 +86,7 @@ class LivePlot(BokehModel):
         self._force = False
         self._last = 0.0
         self._closed = False
+        self._resend = False
         records = runner.records
         self.run_figure = RunFigure(
             panels_for(runner), runner.iteration_column, known_columns(runner, records),
@@ -66,7 +95,13 @@ class LivePlot(BokehModel):
         # the history so far (a resumed run's included) goes in before the widget exists, so
         # the first render already shows it; from here on only the pump thread writes
         self._append(records)
+        load_bokehjs()  # before the widget: the page must have BokehJS when its view is made
         super().__init__(self.run_figure.layout, **kwargs)
+        # jupyter_bokeh's view drops the patches that reach it before it has rendered, and a
+        # view made later (a page reload, the widget shown twice) starts from the document as
+        # it was when this widget was made. A view that has rendered says so (BokehJS sends
+        # DocumentReady through the comm): the pump then sends every view the whole data.
+        self._document.on_event(DocumentReady, self._view_ready)
         PUMP.add(self)
 
     # -- what tests and notebooks read ------------------------------------------------------
@@ -120,7 +155,33 @@ class LivePlot(BokehModel):
             take.append(c)
         self.run_figure.add(new, take)
 
+    def _sync_model(self, model, content: dict, buffers: list) -> None:
+        # The page echoes back what it was sent (jupyter_bokeh's guard against echoes ends
+        # before BokehJS announces an applied stream): a stream or a whole-data resend coming
+        # back would be applied here a second time and double the data. The data flows one
+        # way, kernel to page; everything else (ranges, DocumentReady) is taken as usual.
+        kind = content.get("kind")
+        if kind in ("ColumnsStreamed", "ColumnsPatched") or (
+                kind == "ModelChanged" and content.get("attr") == "data"):
+            return
+        super()._sync_model(model, content, buffers)
+
+    def _view_ready(self, _event) -> None:
+        # the kernel's thread (a comm message): only the pump thread writes to the document
+        self._resend = True
+        PUMP.wake()
+
+    def _resend_all(self) -> None:
+        """Send each source's whole data again (to views that missed streamed rows)."""
+        for src in [*(s for group in self.run_figure.series_sources for s in group),
+                    *self.run_figure.marker_sources]:
+            data = src.data
+            src.trigger("data", data, data)
+
     def _pump(self, now: float) -> None:
+        if self._resend:
+            self._resend = False
+            self._resend_all()
         if not self._force and now - self._last < self.update_interval:
             return
         self._last = now
