@@ -136,7 +136,8 @@ class ApeX(Runner):
         the long-lived actor worker of :func:`esnb.cluster.actor_resources` if the cluster has
         one (jobqueue clusters), else the first worker.
     replay_checkpoint : str, optional
-        The replay's checkpoint file (default: ``<tmp>/esnb-replay/<name>/replay.npz``; "" for none).
+        The replay's checkpoint file (default: ``<tmp>/esnb-replay/<name>/replay.npz``;
+        "" for none).
     replay_checkpoint_interval : float
         Seconds between replay checkpoints.
     iteration_seconds : float
