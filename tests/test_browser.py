@@ -1,0 +1,383 @@
+"""Tutorial 04 in a real browser: JupyterLab, headless Chromium, a person's clicks.
+
+The server is started through ``binder/start`` (threads instead of worker processes, a small
+noise table, the Dask dashboard behind ``/proxy/<port>/status``), as on mybinder.org. Chromium,
+driven by Playwright, opens ``tutorials/04_live_control.ipynb`` (a copy) and
+
+1. runs the tutorial from the menu up to the cell that starts, pauses and steps the run;
+2. checks that the control panel rendered (status line with the proxied dashboard link,
+   buttons enabled for a paused run, the sigma slider) and that the live bokeh plot rendered
+   and holds one point per generation so far (read from BokehJS in the page);
+3. drags the sigma slider with the mouse and presses the panel's "resume" button;
+4. waits for the run to finish in the status line, for the plot to grow to every generation
+   and to show the change marker;
+5. types a cell that prints the run's change log and history, and checks that the dragged
+   value was recorded and took effect at the first generation after the pause;
+6. saves the notebook and reloads the page, as after a lost connection: the dashboard comes
+   back from the kernel, and the plot (rebuilt from scratch in the page) holds every
+   generation and the marker again.
+
+A screenshot of the dashboard is saved under ``$ESNB_TEST_OUTPUT`` (CI's ``test-output/``) or
+the test's temporary directory, and its path printed. Without Chromium or Playwright the test
+is skipped and says why; with ``ESNB_REQUIRE_BROWSER=1`` (set by ``.ci/run``) it fails instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "tutorials" / "04_live_control.ipynb"
+TOKEN = "esnb-browser-test"
+
+pytestmark = pytest.mark.slow
+
+# JavaScript run in the page: every ColumnDataSource of every BokehJS document, as plain data
+BOKEH_SOURCES = """() => {
+  const out = [];
+  for (const doc of ((window.Bokeh && window.Bokeh.documents) || [])) {
+    for (const m of doc.all_models) {
+      if (m.type !== "ColumnDataSource") continue;
+      const entries = m.data instanceof Map ? [...m.data.entries()] : Object.entries(m.data);
+      out.push(Object.fromEntries(entries.map(([k, v]) => [k, Array.from(v)])));
+    }
+  }
+  return out;
+}"""
+
+CHECK_CELL = (
+    'import json; c = runner.changes; h = runner.history; print("ESNB-CHECK " + json.dumps('
+    '{"state": runner.state, "plot_rows": len(board.plot.sources[0][0].data["x"]), '
+    '"changes": [[int(g), n, o, v] for g, n, o, v in '
+    'zip(c.generation, c.name, c.old, c.new)], "sigma": [[int(g), float(s)] for g, s in '
+    'zip(h.generation, h.sigma)]}, default=str))'
+)
+
+
+def _unavailable(reason: str):
+    if os.environ.get("ESNB_REQUIRE_BROWSER"):
+        pytest.fail(f"ESNB_REQUIRE_BROWSER is set but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def chromium() -> str:
+    """Chromium's path, once Playwright and JupyterLab are known to be importable."""
+    for module, what in (("playwright.sync_api", "Playwright"), ("jupyterlab", "JupyterLab")):
+        try:
+            __import__(module)
+        except ImportError:
+            _unavailable(f"{what} is not installed (pip install 'esnb[test]')")
+    candidates = [os.environ.get("ESNB_CHROMIUM"), "chromium", "chromium-browser",
+                  "google-chrome", "google-chrome-stable"]
+    for name in filter(None, candidates):
+        path = shutil.which(name)
+        if path:
+            return path
+    _unavailable("no Chromium on this machine (Debian: apt-get install chromium; "
+                 "or set ESNB_CHROMIUM)")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _cell_indices() -> tuple[int, int, int, int]:
+    """Indices of the first code cell, the dashboard cell and the cell that starts the run,
+    and the number of cells."""
+    nb = json.loads(NOTEBOOK.read_text())
+    sources = ["".join(c["source"]) if c["cell_type"] == "code" else None for c in nb["cells"]]
+    first = next(i for i, s in enumerate(sources) if s is not None)
+    board = next(i for i, s in enumerate(sources) if s and "esnb.dashboard(" in s)
+    start = next(i for i, s in enumerate(sources) if s and "runner.start(" in s and i > board)
+    assert start + 1 < len(sources), "tutorial 04 must go on after the cell that starts the run"
+    return first, board, start, len(sources)
+
+
+@pytest.fixture
+def output_dir(tmp_path) -> Path:
+    out = os.environ.get("ESNB_TEST_OUTPUT")
+    path = Path(out) / "browser" if out else tmp_path / "output"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture
+def lab(tmp_path):
+    """JupyterLab on a free loopback port, started through binder/start, on a copy of the
+    tutorial; yields its base URL. Its settings, workspaces and runtime files live in
+    tmp_path."""
+    root = tmp_path / "root"
+    root.mkdir()
+    shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
+    settings = tmp_path / "settings" / "@jupyterlab"
+    # no "Jupyter news?" toast over the page; every cell in the DOM (no virtual scrolling)
+    for ext, values in {"apputils-extension/notification": {"fetchNews": "false",
+                                                            "checkForUpdates": False},
+                        "notebook-extension/tracker": {"windowingMode": "none"}}.items():
+        f = settings / f"{ext}.jupyterlab-settings"
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(json.dumps(values))
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("DASK_", "JUPYTERHUB_", "BOKEH_"))}
+    env.update(
+        ESNB_SMOKE="1",  # the tutorial's small mode, read by its parameters cell
+        PYTHONPATH=os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
+        JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
+        JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "settings"),
+        JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"),
+        IPYTHONDIR=str(tmp_path / "ipython"),
+    )
+    port = _free_port()
+    log = open(tmp_path / "jupyter.log", "w")
+    server = subprocess.Popen(
+        [str(ROOT / "binder" / "start"), sys.executable, "-m", "jupyterlab", "--no-browser",
+         "--ip=127.0.0.1", f"--port={port}", "--port-retries=0",
+         f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={root}", "--allow-root"],
+        env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={TOKEN}", timeout=5)
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    log.flush()
+                    pytest.fail("JupyterLab did not start:\n"
+                                + (tmp_path / "jupyter.log").read_text()[-3000:])
+                time.sleep(0.5)
+        yield base
+    finally:
+        # the server shuts its kernels down (they run in sessions of their own)
+        try:
+            req = urllib.request.Request(f"{base}/api/shutdown?token={TOKEN}", method="POST")
+            urllib.request.urlopen(req, timeout=10)
+        except OSError:
+            pass
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGTERM)
+            try:
+                server.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait()
+        log.close()
+
+
+def test_tutorial_04_runs_and_its_slider_steers_the_run_in_a_real_browser(
+        chromium, lab, output_dir, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    cell_indices = _cell_indices()
+    t0 = time.monotonic()
+    timings = {}
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, headless=True,
+                                    args=["--no-sandbox", "--disable-dev-shm-usage"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1800})
+        page_errors: list[str] = []
+        page.on("pageerror", lambda exc: page_errors.append(str(exc)))
+        try:
+            _drive(page, lab, cell_indices, output_dir, timings, t0)
+        except BaseException:
+            shot = output_dir / "tutorial04-failure.png"
+            page.screenshot(path=str(shot))
+            print(f"\nscreenshot of the failure: {shot}")
+            print("page errors:", page_errors[-5:])
+            try:
+                print("bokeh sources (column lengths):",
+                      [{k: len(v) for k, v in d.items()} for d in page.evaluate(BOKEH_SOURCES)])
+            except Exception as exc:  # the page may be gone
+                print("bokeh sources unreadable:", exc)
+            print("server log:", (tmp_path / "jupyter.log").read_text()[-2000:])
+            raise
+        finally:
+            browser.close()
+    print("\ntimings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()))
+
+
+def _drive(page, base, cell_indices, output_dir, timings, t0):
+    first_code, board_idx, start_idx, n_cells = cell_indices
+
+    def mark(name):
+        timings[name] = time.monotonic() - t0
+
+    page.set_default_timeout(60_000)
+    page.goto(f"{base}/lab/tree/{NOTEBOOK.name}?token={TOKEN}&reset")
+    page.wait_for_function(
+        f"document.querySelectorAll('.jp-Notebook .jp-Cell').length === {n_cells}",
+        timeout=180_000)
+    # the frontend is connected to a started kernel
+    page.locator("#jp-main-statusbar", has_text="| Idle").wait_for(timeout=180_000)
+    mark("notebook open")
+
+    cells = page.locator(".jp-Notebook .jp-Cell")
+    # 1. Run > Run All Above Selected Cell, with the cell after the one that starts the run
+    #    selected (retried once: a click can land while the page is still settling)
+    prompt = cells.nth(first_code).locator(".jp-InputPrompt")
+    for attempt in range(2):
+        cells.nth(start_idx + 1).click()
+        page.locator(".lm-MenuBar-item", has_text="Run").first.click()
+        page.locator(".lm-Menu-item:visible", has_text="Run All Above Selected Cell").click()
+        try:
+            page.wait_for_function(
+                "el => /\\[(\\*|\\d+)\\]/.test(el.innerText)", arg=prompt.element_handle(),
+                timeout=20_000)
+            break
+        except Exception:
+            if attempt:
+                raise
+    board = cells.nth(board_idx).locator(".jp-OutputArea")
+    start_out = cells.nth(start_idx).locator(".jp-OutputArea")
+    text = _wait_for_output(page, start_out, "after one step", timeout=300)
+    mark("tutorial ran to the pause")
+    paused_at = int(re.search(r"after one step:\s*(\d+)", text).group(1))
+
+    # 2. the control panel (its status line follows the runner a pump round later)...
+    status = board.locator(".widget-html-content", has_text="generation").first
+    board.locator(".widget-html-content",
+                  has_text=re.compile(rf"paused · generation {paused_at}\b")).wait_for()
+    link = status.locator("a", has_text="Dask dashboard")
+    assert re.fullmatch(r"/proxy/\d+/status", link.get_attribute("href")), (
+        "binder/start's dashboard link (jupyter-server-proxy) should be in the status line")
+    buttons = {name: board.locator("button", has_text=name).first
+               for name in ("start", "pause", "resume", "step one", "stop")}
+    assert buttons["resume"].is_enabled() and buttons["stop"].is_enabled()
+    assert buttons["pause"].is_disabled() and buttons["start"].is_disabled()
+    slider = board.locator(".widget-slider",
+                           has=page.locator(".widget-label", has_text=re.compile(r"^sigma$")))
+    readout = slider.locator(".widget-readout")
+    assert float(readout.inner_text()) == pytest.approx(0.02)
+    # ... and the live plot: drawn (a canvas with a size) and holding every generation so far
+    canvas = board.locator("canvas").first
+    canvas.wait_for(state="visible")
+    box = canvas.bounding_box()
+    assert box["width"] > 100 and box["height"] > 100, box
+    page.wait_for_function(
+        f"() => ({BOKEH_SOURCES})().some(d => d.y && d.y.length === {paused_at})",
+        timeout=30_000)
+
+    # 3. drag the sigma slider to the right, as a person would
+    handle = slider.locator(".noUi-handle")
+    handle.scroll_into_view_if_needed()
+    hb = handle.bounding_box()
+    x, y = hb["x"] + hb["width"] / 2, hb["y"] + hb["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.down()
+    page.mouse.move(x + 12, y, steps=6)
+    page.mouse.up()
+    # the kernel accepted it: the panel's message line comes back from Python
+    message = board.locator(".widget-html-content", has_text="sigma =")
+    message.wait_for(timeout=30_000)
+    new_sigma = float(re.search(r"sigma = ([0-9.eE+-]+)", message.inner_text()).group(1))
+    assert new_sigma > 0.02
+    assert float(readout.inner_text()) == pytest.approx(new_sigma, rel=5e-3)
+    mark("slider moved")
+
+    buttons["resume"].click()
+
+    # 4. the run finishes, and the plot follows
+    board.locator(".widget-html-content", has_text="finished").first.wait_for(timeout=300_000)
+    mark("run finished")
+    finished_at = int(re.search(r"generation (\d+)",
+                                status.inner_text()).group(1))
+    assert finished_at > paused_at + 1
+    # every generation, and the change marker's label
+    page.wait_for_function(
+        f"""() => {{
+            const s = ({BOKEH_SOURCES})();
+            return s.some(d => d.y && d.y.length === {finished_at})
+                && s.some(d => d.text && d.text.some(t => String(t).startsWith("sigma")));
+        }}""", timeout=30_000)
+
+    board.scroll_into_view_if_needed()
+    shot = output_dir / "tutorial04-dashboard.png"
+    cells.nth(board_idx).screenshot(path=str(shot))
+    print(f"\nscreenshot of the dashboard after the run: {shot}")
+
+    # 5. a cell typed into the notebook prints what the run recorded
+    cells.nth(start_idx + 1).click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("b")  # insert a code cell below, selected
+    page.wait_for_function(
+        f"document.querySelectorAll('.jp-Notebook .jp-Cell').length === {n_cells + 1}")
+    page.keyboard.press("Enter")  # edit mode
+    page.keyboard.insert_text(CHECK_CELL)
+    page.keyboard.press("Shift+Enter")
+    check_out = cells.nth(start_idx + 2).locator(".jp-OutputArea")
+    text = _wait_for_output(page, check_out, "ESNB-CHECK", timeout=60)
+    mark("history read")
+    record = json.loads(text.split("ESNB-CHECK", 1)[1].strip().splitlines()[0])
+
+    assert record["state"] == "finished"
+    # the kernel's side of the plot holds each generation once (the page echoes what it gets)
+    assert record["plot_rows"] == finished_at
+    assert len(record["changes"]) == 1, record["changes"]
+    generation, name, old, new = record["changes"][0]
+    assert name == "sigma" and float(old) == 0.02 and float(new) == pytest.approx(new_sigma)
+    # the run was paused after generation `paused_at`: the next one is the first to use it
+    assert generation == paused_at + 1
+    sigma = dict(record["sigma"])
+    assert len(sigma) == finished_at
+    assert all(s == 0.02 for g, s in sigma.items() if g < generation)
+    assert all(s == pytest.approx(new_sigma) for g, s in sigma.items() if g >= generation)
+
+    # 6. save, reload the page: the widgets come back from the kernel, and the new plot view
+    #    (whose document starts as it was when the plot was made) is sent the whole data
+    page.keyboard.press("Escape")
+    page.keyboard.press("Control+s")
+    page.locator(".lm-TabBar-tab.jp-mod-dirty").wait_for(state="detached")
+    page.reload()
+    page.wait_for_function(
+        f"document.querySelectorAll('.jp-Notebook .jp-Cell').length === {n_cells + 1}",
+        timeout=120_000)
+    page.locator("#jp-main-statusbar", has_text="| Idle").wait_for(timeout=120_000)
+    board.locator(".widget-html-content", has_text="finished").first.wait_for()
+    board.locator("canvas").first.wait_for(state="visible")
+    page.wait_for_function(
+        f"""() => {{
+            const s = ({BOKEH_SOURCES})();
+            return s.some(d => d.y && d.y.length === {finished_at})
+                && s.some(d => d.text && d.text.some(t => String(t).startsWith("sigma")));
+        }}""", timeout=30_000)
+    mark("page reloaded")
+
+
+def _wait_for_output(page, output_area, text: str, timeout: float) -> str:
+    """Wait for ``text`` in an output area; fail at once on a Python error in any cell."""
+    deadline = time.monotonic() + timeout
+    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
+                          has_text="Traceback")
+    widget_errors = page.locator(".jupyter-widgets.widget-error, .jupyter-widgets-error-widget")
+    while True:
+        got = output_area.inner_text() if output_area.count() else ""
+        if text in got:
+            return got
+        if errors.count():
+            pytest.fail("a cell failed:\n" + errors.first.inner_text()[-3000:])
+        if widget_errors.count():
+            pytest.fail("a widget failed to render:\n" + widget_errors.first.inner_text()[:3000])
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {text!r} in the output after {timeout} s; it reads: "
+                               f"{got[-1000:]!r}")
+        time.sleep(0.25)
