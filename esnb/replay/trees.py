@@ -128,15 +128,20 @@ def update_together(trees: list[_SegmentTree], indices, values: list) -> None:
         t.tree.put(nodes, v)
     level_nodes = first.size
     top_nodes = 1 << first.top
+    n = len(nodes)
     # levels of at most ~8 nodes per update are recomputed whole: one contiguous pass
-    contiguous = 8 * len(nodes)
+    contiguous = 8 * n
+    # both children of every parent in one gather ([left..., right...]): one `take` per level
+    # and tree instead of two (interleaved A/B runs on a busy machine: +0-14% cycles/s)
+    children = np.empty(2 * n, dtype=np.int64)
     while level_nodes > top_nodes and level_nodes > contiguous:
         nodes = nodes >> 1
-        left = nodes << 1
-        right = left + 1
+        np.left_shift(nodes, 1, out=children[:n])
+        np.add(children[:n], 1, out=children[n:])
         for t in trees:
             arr = t.tree
-            arr.put(nodes, t._reduce(arr.take(left), arr.take(right)))
+            pair = arr.take(children)
+            arr.put(nodes, t._reduce(pair[:n], pair[n:]))
         level_nodes >>= 1
     while level_nodes > top_nodes:
         lo = level_nodes
