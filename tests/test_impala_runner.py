@@ -34,7 +34,10 @@ def test_cluster_run_records_lag_and_throughput(cart, client):
     hist = cart.lag_histogram()
     assert sum(hist.values()) == 20 * 8  # every unroll trained on has its lag recorded
     assert min(hist) >= 0 and (h.lag_min >= 0).all() and (h.lag_max >= h.lag_mean).all()
-    assert (h.actor_fps > 0).all() and (h.updates_per_s > 0).all()
+    # an iteration can train on unrolls queued earlier without an actor task finishing in
+    # it (a loaded machine): its actor frames/s is 0 then, never negative or missing
+    assert (h.actor_fps >= 0).all() and h.actor_fps.max() > 0
+    assert (h.updates_per_s > 0).all()
     assert h.episodes.iloc[-1] > 0 and np.isfinite(h.return_mean).any()
     assert np.isfinite(h[["pg_loss", "baseline_loss", "entropy", "grad_norm"]]).all().all()
     # actor tasks ran on both workers: each holds actor state of this run

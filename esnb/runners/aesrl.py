@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections import deque
 from typing import Any
 
@@ -53,7 +54,7 @@ from esnb.runners.aes_backend import (
 )
 from esnb.runners.aes_pool import EvaluationPool, Pending
 from esnb.runners.base import Runner
-from esnb.runners.executor import resolve_client
+from esnb.runners.executor import _hold, resolve_client
 from esnb.workers.aes import evaluate_individual, evaluate_mean
 
 log = logging.getLogger("esnb.aes")
@@ -308,7 +309,11 @@ class AESRL(Runner):
 
     def _publish(self, flat: np.ndarray, version: int) -> None:
         old = self._critic_data
-        self._critic_data = self.client.scatter(np.asarray(flat, dtype=np.float32), hash=False)
+        # sent as a task's result, not scattered: a scatter whose worker is killed meanwhile
+        # fails the run (CommClosedError), a task's result is recomputed on a live worker
+        self._critic_data = self.client.submit(
+            _hold, np.asarray(flat, dtype=np.float32), pure=False, priority=100,
+            key=f"esnb-critic-{self.name}-v{int(version)}-{uuid.uuid4().hex[:8]}")
         self.critic_version = int(version)
         if old is not None:
             old.release()  # tasks that use it hold their own reference
@@ -421,8 +426,9 @@ class AESRL(Runner):
         self._refresh(force=True)
 
     def _supervise(self) -> None:
-        if self._critic_data is not None and self._critic_data.status != "finished":
-            # the scattered weights lived on a worker that died: publish them again
+        if self._critic_data is not None and self._critic_data.status in ("error",
+                                                                          "cancelled"):
+            # the published weights were lost for good: publish them again
             self._critic_data = None
             self._publish(self._critic_state["critic"], self.critic_version)
         if self.replay.lost:
