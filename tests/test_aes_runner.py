@@ -204,6 +204,15 @@ def _kill(client, address):
     client.run(_sigkill, workers=[address], wait=False)
 
 
+def _mid_run(runner, updates: int = 3, timeout: float = 120.0) -> None:
+    """Return once the (re)started run has applied ``updates`` more updates: evaluations and
+    critic chunks are in flight then (a fixed sleep raced the run's end on a fast machine)."""
+    start, t0 = runner.dist.updates, time.monotonic()
+    while runner.dist.updates < start + updates:
+        assert runner.running and time.monotonic() - t0 < timeout, "the run ended too soon"
+        time.sleep(0.05)
+
+
 @pytest.mark.slow
 def test_killing_workers_mid_run_loses_no_update_state(fresh_client, caplog):
     """Kill the worker holding the replay (it also evaluates), then the critic's worker:
@@ -216,12 +225,13 @@ def test_killing_workers_mid_run_loses_no_update_state(fresh_client, caplog):
         state = (runner.mu.copy(), runner.var.copy(), runner.dist.updates)
         replay_worker = runner.replay.address
         runner.start(env_steps=600)
-        time.sleep(2.0)  # in the middle of evaluations
+        _mid_run(runner)
         _kill(fresh_client, replay_worker)
         runner.wait(timeout=600)
         critic_worker = runner.critic.address
-        runner.start(env_steps=600)
-        time.sleep(2.0)
+        # a longer phase: the loss must be noticed (at the next critic result) before the end
+        runner.start(env_steps=1200)
+        _mid_run(runner)
         _kill(fresh_client, critic_worker)
         runner.wait(timeout=600)
         h = runner.history
@@ -230,7 +240,7 @@ def test_killing_workers_mid_run_loses_no_update_state(fresh_client, caplog):
         assert h.individual.is_unique and c["duplicates"] == 0
         assert c["replay_recreations"] >= 1 and c["critic_recreations"] >= 1
         assert c["created"] == len(h) + c["cancelled"] + c["dropped"]
-        assert c["env_steps"] >= 1800 and c["env_steps"] == h.length.sum()
+        assert c["env_steps"] >= 2400 and c["env_steps"] == h.length.sum()
         # the update state before the kills is where the later updates started from
         first_after = h[h["update"] > state[2]].iloc[0]
         assert first_after["mu_version"] == state[2] + int(first_after["applied"])
