@@ -20,6 +20,7 @@ thread, and a busy task thread in the same process slows the critic through the 
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
 from typing import Any
@@ -263,3 +264,22 @@ def build_setup(env: str, actor_hidden, critic_hidden, td3: dict | None,
     cfg = AESConfig(env, spec, tuple(config.to_dict().items()), max_episode_steps,
                     tuple(sorted((env_kwargs or {}).items())))
     return config, spec, cfg
+
+
+class ReplayCheckpoints:
+    """Runner mixin (AES-RL, CEM-RL): a checkpoint keeps the replay's contents next to it
+    (``<path>.replay.npz``), so a loaded run trains its critic on the same data."""
+
+    def save(self, path):
+        out = super().save(path)
+        with self._iter_lock:
+            if self._started and not self.replay.lost:
+                self.replay.call("checkpoint", str(out) + ".replay.npz")
+        return out
+
+    @classmethod
+    def load(cls, path, client=None, **overrides):
+        runner = super().load(path, client=client, **overrides)
+        replay = str(path) + ".replay.npz"
+        runner._restore_replay = replay if os.path.exists(replay) else None
+        return runner

@@ -47,6 +47,7 @@ from esnb.rl.td3 import init_actor
 from esnb.runners.aes_backend import (
     CriticLost,
     RemoteCritic,
+    ReplayCheckpoints,
     build_setup,
     critic_state_from,
     make_replay,
@@ -95,7 +96,7 @@ def aesrl_controls(defaults: dict[str, Any]) -> list[Control]:
     ]
 
 
-class AESRL(Runner):
+class AESRL(ReplayCheckpoints, Runner):
     """AES-RL on a Dask cluster.
 
     Parameters
@@ -629,25 +630,7 @@ class AESRL(Runner):
             time.sleep(0.1)
         log.info("closing %s: individuals still running after %.0f s", self.name, timeout)
 
-    # -- checkpoints -------------------------------------------------------------------------
-    def save(self, path):
-        """Write the run (distribution, counters, critic state) to ``path`` and the replay's
-        contents next to it (``<path>.replay.npz``)."""
-        out = super().save(path)
-        with self._iter_lock:
-            if self._started and not self.replay.lost:
-                self.replay.call("checkpoint", str(out) + ".replay.npz")
-        return out
-
-    @classmethod
-    def load(cls, path, client=None, **overrides):
-        import os
-
-        runner = super().load(path, client=client, **overrides)
-        replay = str(path) + ".replay.npz"
-        runner._restore_replay = replay if os.path.exists(replay) else None
-        return runner
-
+    # -- checkpoints (save/load: ReplayCheckpoints) ------------------------------------
     def _state_dict(self):
         meta, arrays = self.dist.state_dict()
         arrays = {f"dist_{k}": v for k, v in arrays.items()}

@@ -35,6 +35,7 @@ from esnb.runners.aes_backend import (
     CriticLost,
     InlineCritic,
     RemoteCritic,
+    ReplayCheckpoints,
     build_setup,
     critic_state_from,
     live_workers,
@@ -69,7 +70,7 @@ def cemrl_controls() -> list[Control]:
     ]
 
 
-class CEMRL(Runner):
+class CEMRL(ReplayCheckpoints, Runner):
     """CEM-RL (``parallel=False``) or P-CEM-RL (``parallel=True``).
 
     Parameters
@@ -383,25 +384,7 @@ class CEMRL(Runner):
                 self.replay.close()
             self._started = False
 
-    # -- checkpoints -------------------------------------------------------------------------
-    def save(self, path):
-        """Write the run to ``path`` and the replay's contents next to it
-        (``<path>.replay.npz``), so a loaded run trains its critic on the same data."""
-        out = super().save(path)
-        with self._iter_lock:
-            if self._started and not self.replay.lost:
-                self.replay.call("checkpoint", str(out) + ".replay.npz")
-        return out
-
-    @classmethod
-    def load(cls, path, client=None, **overrides):
-        import os
-
-        runner = super().load(path, client=client, **overrides)
-        replay = str(path) + ".replay.npz"
-        runner._restore_replay = replay if os.path.exists(replay) else None
-        return runner
-
+    # -- checkpoints (save/load: ReplayCheckpoints) ------------------------------------
     def _state_dict(self):
         meta, arrays = self.cem.state_dict()
         arrays = {f"cem_{k}": v for k, v in arrays.items()}
