@@ -29,6 +29,7 @@ import numpy as np
 
 from esnb.policies.spec import PolicySpec
 from esnb.replay.remote import RemoteReplay, ReplayServer, is_loss
+from esnb.runners.apex_backend import _Done
 from esnb.workers.aes import CriticServer
 
 log = logging.getLogger("esnb.aes")
@@ -38,18 +39,6 @@ class CriticLost(RuntimeError):
     """The worker holding the critic actor is gone (recreate it with
     :meth:`RemoteCritic.recover`)."""
 
-
-class _Done:
-    """An already-computed result with the ActorFuture interface."""
-
-    def __init__(self, value):
-        self.value = value
-
-    def done(self) -> bool:
-        return True
-
-    def result(self, timeout=None):
-        return self.value
 
 
 def worker_info(client) -> dict[str, dict]:
