@@ -122,7 +122,8 @@ def update_together(trees: list[_SegmentTree], indices, values: list) -> None:
         v = np.asarray(v, dtype=np.float64).ravel()
         if v.size != 1 and v.size != idx.size:
             raise ValueError(f"{idx.size} indices but {v.size} values")
-        vals.append(np.broadcast_to(v, idx.shape))
+        # broadcast_to costs ~8 us of Python per call: only for a scalar
+        vals.append(v if v.size == idx.size else np.broadcast_to(v, idx.shape))
     nodes = idx + first.size
     for t, v in zip(trees, vals, strict=True):
         t.tree.put(nodes, v)

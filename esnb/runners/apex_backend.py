@@ -26,6 +26,7 @@ from distributed import Variable
 
 from esnb.replay.remote import RemoteReplay, ReplayServer, is_loss
 from esnb.rl.apex_actor import ActorConfig, ActorGroup
+from esnb.runners.executor import put
 from esnb.workers.apex import LoopSettings, PublishedParams, apex_actor_loop
 
 log = logging.getLogger("esnb.apex")
@@ -311,9 +312,10 @@ class ClusterBackend:
         self._control.set(dict(self._state))
 
     def publish_params(self, flat: np.ndarray, version: int) -> None:
-        """Scatter the parameters once and point the loops at them."""
-        fut = self.client.scatter(PublishedParams(int(version), np.asarray(flat, np.float32)),
-                                  hash=False)
+        """Send the parameters once (:func:`~esnb.runners.executor.put`) and point the loops
+        at them."""
+        fut = put(self.client, PublishedParams(int(version), np.asarray(flat, np.float32)),
+                  prefix=f"{self.token}-params")
         self._params.set(fut)
         old, self._params_future = self._params_future, fut
         self._state["params_version"] = int(version)

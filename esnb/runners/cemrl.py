@@ -43,7 +43,7 @@ from esnb.runners.aes_backend import (
     state_arrays,
 )
 from esnb.runners.base import Runner
-from esnb.runners.executor import resolve_client
+from esnb.runners.executor import put, resolve_client
 from esnb.workers.aes import evaluate_individual, evaluate_mean
 
 log = logging.getLogger("esnb.cemrl")
@@ -318,7 +318,7 @@ class CEMRL(ReplayCheckpoints, Runner):
                 tc = time.perf_counter()
                 crit = self._train_critic(steps, list(z[:n_rl]))
                 critic_time = time.perf_counter() - tc
-                critic_data = self.client.scatter(crit["state"]["critic"], hash=False)
+                critic_data = put(self.client, crit["state"]["critic"], prefix="esnb-critic")
             calls = [call(i, steps if i < n_rl else 0, critic_data if i < n_rl else None,
                           crit.get("version", -1)) for i in range(len(z))]
             results = self._run(calls, f"g{self.iteration}")

@@ -54,8 +54,20 @@ class InlineExecutor:
 
 
 def _hold(obj: Any) -> Any:
-    """The task behind :meth:`DaskExecutor.put`: its result is ``obj`` itself."""
+    """The task behind :func:`put`: its result is ``obj`` itself."""
     return obj
+
+
+def put(client: Client, obj: Any, prefix: str = "esnb-put"):
+    """Send ``obj`` once, as a task that returns it (Dask copies it where tasks need it).
+
+    Not ``scatter``: scattered data dies with its worker and every task needing it is
+    cancelled (a SIGKILLed worker otherwise failed the whole ES run), and a scatter whose
+    target worker dies mid-transfer closes the client's connection with an error (seen when a
+    SLURM job holding the Ape-X replay was killed). A task's result is recomputed elsewhere,
+    and ``submit`` only queues a message, so it cannot fail that way.
+    """
+    return client.submit(_hold, obj, key=f"{prefix}-{uuid.uuid4().hex}", pure=False)
 
 
 class DaskExecutor:
@@ -75,13 +87,8 @@ class DaskExecutor:
         register_noise_table(self.client, noise)
 
     def put(self, obj: Any):
-        """Send ``obj`` once, as a task that returns it (Dask copies it where tasks need it).
-
-        Not ``scatter``: scattered data dies with its worker and every task needing it is
-        cancelled, whereas a task's result is recomputed elsewhere (a SIGKILLed worker
-        otherwise failed the whole ES run).
-        """
-        return self.client.submit(_hold, obj, key=f"esnb-put-{uuid.uuid4().hex}", pure=False)
+        """Send ``obj`` once; see :func:`put`."""
+        return put(self.client, obj)
 
     def release(self, handle: Any) -> None:
         handle.release()
