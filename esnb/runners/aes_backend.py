@@ -272,3 +272,28 @@ class ReplayCheckpoints:
         replay = str(path) + ".replay.npz"
         runner._restore_replay = replay if os.path.exists(replay) else None
         return runner
+
+
+class MeanActor:
+    """Runner mixin (AES-RL, CEM-RL): the distribution's mean ``mu`` as a TD3 actor, and
+    noise-free evaluations of it (on the cluster when the runner has a client)."""
+
+    def policy(self):
+        """The mean as a torch :class:`~esnb.rl.td3.TD3Actor`."""
+        from esnb.rl.td3 import TD3Actor
+
+        return TD3Actor(self.spec, self.mu)
+
+    def evaluate(self, episodes: int = 10) -> np.ndarray:
+        """Returns of ``episodes`` noise-free episodes of the current mean."""
+        from esnb.workers.aes import evaluate_mean
+
+        if int(episodes) < 1:
+            raise ValueError(f"episodes must be >= 1, got {episodes}")
+        with self._iter_lock:  # the run's thread draws from the same generator
+            seeds = self._eval_rng.integers(0, 2**31 - 1, size=int(episodes))
+            mu = self.mu
+        if self.client is None:
+            return evaluate_mean(self.cfg, mu, seeds)["returns"]
+        return self.client.submit(evaluate_mean, self.cfg, mu, seeds,
+                                  pure=False).result()["returns"]

@@ -46,6 +46,7 @@ from esnb.controls import Control, Controls, ControlSnapshot
 from esnb.rl.td3 import init_actor
 from esnb.runners.aes_backend import (
     CriticLost,
+    MeanActor,
     RemoteCritic,
     ReplayCheckpoints,
     build_setup,
@@ -96,7 +97,7 @@ def aesrl_controls(defaults: dict[str, Any]) -> list[Control]:
     ]
 
 
-class AESRL(ReplayCheckpoints, Runner):
+class AESRL(ReplayCheckpoints, MeanActor, Runner):
     """AES-RL on a Dask cluster.
 
     Parameters
@@ -243,22 +244,6 @@ class AESRL(ReplayCheckpoints, Runner):
     @property
     def var(self) -> np.ndarray:
         return self.dist.var.copy()
-
-    def policy(self):
-        """The mean as a torch :class:`~esnb.rl.td3.TD3Actor`."""
-        from esnb.rl.td3 import TD3Actor
-
-        return TD3Actor(self.spec, self.mu)
-
-    def evaluate(self, episodes: int = 10) -> np.ndarray:
-        """Returns of ``episodes`` noise-free episodes of the current mean (on the cluster)."""
-        if int(episodes) < 1:
-            raise ValueError(f"episodes must be >= 1, got {episodes}")
-        with self._iter_lock:  # the run's thread draws from the same generator
-            seeds = self._eval_rng.integers(0, 2**31 - 1, size=int(episodes))
-            mu = self.mu
-        res = self.client.submit(evaluate_mean, self.cfg, mu, seeds, pure=False).result()
-        return res["returns"]
 
     def plot_panels(self):
         return [

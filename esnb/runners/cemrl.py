@@ -34,6 +34,7 @@ from esnb.rl.td3 import init_actor
 from esnb.runners.aes_backend import (
     CriticLost,
     InlineCritic,
+    MeanActor,
     RemoteCritic,
     ReplayCheckpoints,
     build_setup,
@@ -70,7 +71,7 @@ def cemrl_controls() -> list[Control]:
     ]
 
 
-class CEMRL(ReplayCheckpoints, Runner):
+class CEMRL(ReplayCheckpoints, MeanActor, Runner):
     """CEM-RL (``parallel=False``) or P-CEM-RL (``parallel=True``).
 
     Parameters
@@ -165,23 +166,6 @@ class CEMRL(ReplayCheckpoints, Runner):
     @property
     def mu(self) -> np.ndarray:
         return self.cem.mu.astype(np.float32)
-
-    def policy(self):
-        from esnb.rl.td3 import TD3Actor
-
-        return TD3Actor(self.spec, self.mu)
-
-    def evaluate(self, episodes: int = 10) -> np.ndarray:
-        """Returns of ``episodes`` noise-free episodes of the mean."""
-        if int(episodes) < 1:
-            raise ValueError(f"episodes must be >= 1, got {episodes}")
-        with self._iter_lock:  # the run's thread draws from the same generator
-            seeds = self._eval_rng.integers(0, 2**31 - 1, size=int(episodes))
-            mu = self.mu
-        if self.client is None:
-            return evaluate_mean(self.cfg, mu, seeds)["returns"]
-        return self.client.submit(evaluate_mean, self.cfg, mu, seeds,
-                                  pure=False).result()["returns"]
 
     def summary(self) -> dict[str, Any]:
         return {**self.counters, "generations": self.iteration,
