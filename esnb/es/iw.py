@@ -49,10 +49,13 @@ def noise_dots(noise: NoiseTable, indices: np.ndarray, delta: np.ndarray) -> np.
     indices = np.asarray(indices, dtype=np.int64)
     delta = np.asarray(delta, dtype=np.float64)
     out = np.empty(indices.size, dtype=np.float64)
-    for start in range(0, indices.size, DOT_ROWS):
-        rows = noise.gather(indices[start : start + DOT_ROWS], delta.size).astype(np.float64)
-        rows *= delta
-        out[start : start + DOT_ROWS] = rows.sum(axis=1)
+    # an overflowed delta gives inf/nan dots: the IW update detects them and is skipped, so
+    # numpy's warning would only be noise in the user's log
+    with np.errstate(over="ignore", invalid="ignore"):
+        for start in range(0, indices.size, DOT_ROWS):
+            rows = noise.gather(indices[start : start + DOT_ROWS], delta.size).astype(np.float64)
+            rows *= delta
+            out[start : start + DOT_ROWS] = rows.sum(axis=1)
     return out
 
 
