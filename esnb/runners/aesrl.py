@@ -97,6 +97,10 @@ def aesrl_controls(defaults: dict[str, Any]) -> list[Control]:
     ]
 
 
+#: task states in which an individual can no longer run (on a worker or the scheduler)
+_SETTLED = frozenset({"memory", "error", "erred", "released", "forgotten"})
+
+
 class AESRL(ReplayCheckpoints, MeanActor, Runner):
     """AES-RL on a Dask cluster.
 
@@ -591,7 +595,7 @@ class AESRL(ReplayCheckpoints, MeanActor, Runner):
                 self.replay.close()
             self._started = False
 
-    def _drain_cancelled(self, timeout: float = 60.0) -> None:
+    def _drain_cancelled(self, timeout: float = 60.0, settle: float = 0.5) -> None:
         """Wait (bounded) until the individuals cancelled above have left the workers.
 
         Dask cannot interrupt a running task: a cancelled evaluation goes on and pushes its
@@ -602,17 +606,31 @@ class AESRL(ReplayCheckpoints, MeanActor, Runner):
             return
         prefix = f"esnb-aes-{self.pool.name}-"
 
-        def running(dask_worker, prefix=prefix):
-            return sum(str(ts.key).startswith(prefix) for ts in dask_worker.state.executing)
+        # Not only the executing ones, and twice: the scheduler's messages to a worker are
+        # batched, so a task the scheduler sent just before it was cancelled can reach its
+        # worker (and start: a worker runs a task it was told to, cancelled or not) after a
+        # check that found nothing anywhere. Seen in CI: pushes 20 ms after the replay was
+        # released. The second check, ``settle`` seconds later, finds such a task running.
+        def on_workers(dask_worker, prefix=prefix):
+            return sum(str(key).startswith(prefix) and ts.state not in _SETTLED
+                       for key, ts in list(dask_worker.state.tasks.items()))
+
+        def on_scheduler(dask_scheduler, prefix=prefix):
+            return sum(str(key).startswith(prefix) and ts.state not in _SETTLED
+                       for key, ts in list(dask_scheduler.tasks.items()))
 
         deadline = time.monotonic() + timeout
+        quiet = 0
         while time.monotonic() < deadline:
             try:
-                if not sum(self.client.run(running).values()):
-                    return
+                busy = (self.client.run_on_scheduler(on_scheduler)
+                        or sum(self.client.run(on_workers).values()))
             except Exception:  # noqa: BLE001 - closing: a lost worker runs nothing
                 return
-            time.sleep(0.1)
+            quiet = 0 if busy else quiet + 1
+            if quiet == 2:
+                return
+            time.sleep(settle if quiet else 0.1)
         log.info("closing %s: individuals still running after %.0f s", self.name, timeout)
 
     # -- checkpoints (save/load: ReplayCheckpoints) ------------------------------------
