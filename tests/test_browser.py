@@ -302,13 +302,7 @@ def _drive(page, base, cell_indices, output_dir, timings, t0):
     finished_at = int(re.search(r"generation (\d+)",
                                 status.inner_text()).group(1))
     assert finished_at > paused_at + 1
-    # every generation, and the change marker's label
-    page.wait_for_function(
-        f"""() => {{
-            const s = ({BOKEH_SOURCES})();
-            return s.some(d => d.y && d.y.length === {finished_at})
-                && s.some(d => d.text && d.text.some(t => String(t).startsWith("sigma")));
-        }}""", timeout=30_000)
+    _wait_for_every_generation(page, finished_at)
 
     board.scroll_into_view_if_needed()
     shot = output_dir / "tutorial04-dashboard.png"
@@ -354,13 +348,18 @@ def _drive(page, base, cell_indices, output_dir, timings, t0):
     page.locator("#jp-main-statusbar", has_text="| Idle").wait_for(timeout=120_000)
     board.locator(".widget-html-content", has_text="finished").first.wait_for()
     board.locator("canvas").first.wait_for(state="visible")
+    _wait_for_every_generation(page, finished_at)
+    mark("page reloaded")
+
+
+def _wait_for_every_generation(page, generations: int) -> None:
+    """Until the page's Bokeh plot holds every generation and the change marker's label."""
     page.wait_for_function(
         f"""() => {{
             const s = ({BOKEH_SOURCES})();
-            return s.some(d => d.y && d.y.length === {finished_at})
+            return s.some(d => d.y && d.y.length === {generations})
                 && s.some(d => d.text && d.text.some(t => String(t).startsWith("sigma")));
         }}""", timeout=30_000)
-    mark("page reloaded")
 
 
 def _wait_for_output(page, output_area, text: str, timeout: float) -> str:
