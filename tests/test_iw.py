@@ -172,6 +172,7 @@ def test_sigma_changed_between_collection_and_update():
     assert np.isfinite(r.theta).all()
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # detected and skipped, not warned
 def test_overflowing_weights_skip_the_update_and_keep_theta(caplog):
     r = ES(**RUN, iw_k=2)
     r.step(1)
