@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections import deque
 from typing import Any
 
@@ -56,7 +55,7 @@ from esnb.runners.aes_backend import (
 )
 from esnb.runners.aes_pool import EvaluationPool, Pending
 from esnb.runners.base import Runner
-from esnb.runners.executor import _hold, resolve_client
+from esnb.runners.executor import put, resolve_client
 from esnb.workers.aes import evaluate_individual, evaluate_mean
 
 log = logging.getLogger("esnb.aes")
@@ -299,11 +298,9 @@ class AESRL(ReplayCheckpoints, MeanActor, Runner):
 
     def _publish(self, flat: np.ndarray, version: int) -> None:
         old = self._critic_data
-        # sent as a task's result, not scattered: a scatter whose worker is killed meanwhile
-        # fails the run (CommClosedError), a task's result is recomputed on a live worker
-        self._critic_data = self.client.submit(
-            _hold, np.asarray(flat, dtype=np.float32), pure=False, priority=100,
-            key=f"esnb-critic-{self.name}-v{int(version)}-{uuid.uuid4().hex[:8]}")
+        # ahead of queued evaluations: they wait for it
+        self._critic_data = put(self.client, np.asarray(flat, dtype=np.float32),
+                                prefix=f"esnb-critic-{self.name}-v{int(version)}", priority=100)
         self.critic_version = int(version)
         if old is not None:
             old.release()  # tasks that use it hold their own reference

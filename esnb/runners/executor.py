@@ -58,7 +58,7 @@ def _hold(obj: Any) -> Any:
     return obj
 
 
-def put(client: Client, obj: Any, prefix: str = "esnb-put"):
+def put(client: Client, obj: Any, prefix: str = "esnb-put", priority: int = 0):
     """Send ``obj`` once, as a task that returns it (Dask copies it where tasks need it).
 
     Not ``scatter``: scattered data dies with its worker and every task needing it is
@@ -67,7 +67,8 @@ def put(client: Client, obj: Any, prefix: str = "esnb-put"):
     SLURM job holding the Ape-X replay was killed). A task's result is recomputed elsewhere,
     and ``submit`` only queues a message, so it cannot fail that way.
     """
-    return client.submit(_hold, obj, key=f"{prefix}-{uuid.uuid4().hex}", pure=False)
+    return client.submit(_hold, obj, key=f"{prefix}-{uuid.uuid4().hex}", pure=False,
+                         priority=priority)
 
 
 class DaskExecutor:
