@@ -6,14 +6,14 @@ numpy and gymnasium starts fast and small.
 
 from __future__ import annotations
 
-import importlib
-
 import esnb.config  # noqa: F401  (registers esnb's dask config defaults)
+from esnb.lazy import lazy_names
 
 __version__ = "0.1.0"
 
 _LAZY = {
     "ES": "esnb.runners.es",
+    "ESConfig": "esnb.runners.es",
     "ApeX": "esnb.runners.apex",
     "ApeXDPG": "esnb.runners.apex",
     "Impala": "esnb.runners.impala",
@@ -32,16 +32,4 @@ _LAZY = {
 }
 
 __all__ = sorted(_LAZY)
-
-
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'esnb' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)

@@ -16,7 +16,7 @@ def esnb(*args, timeout=300):
 def test_train_es_writes_a_run_folder_and_resumes(tmp_path):
     out = tmp_path / "run"
     p = esnb("train", "es", "--env", "CartPole-v1", "--generations", "3", "--workers", "0",
-             "--population", "10", "--noise-size", "1000000", "--eval-episodes", "3",
+             "--population", "10", "--noise-size", "1000000", "--final-eval", "3",
              "--out", str(out), "--no-progress")
     assert p.returncode == 0, p.stderr
     for name in ("history.csv", "changes.csv", "summary.json", "plot.html", "checkpoint.npz"):
@@ -30,7 +30,7 @@ def test_train_es_writes_a_run_folder_and_resumes(tmp_path):
     out2 = tmp_path / "run2"
     p = esnb("train", "es", "--env", "CartPole-v1", "--generations", "2", "--workers", "0",
              "--resume", str(out / "checkpoint.npz"), "--out", str(out2), "--no-progress",
-             "--eval-episodes", "0")
+             "--final-eval", "0")
     assert p.returncode == 0, p.stderr
     assert pd.read_csv(out2 / "history.csv").generation.tolist() == [1, 2, 3, 4, 5]
 

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from esnb.es import OpenAIES, es_gradient, get_shaping, weighted_noise_sum
-from esnb.es import openai_es as es_mod
+from esnb.es import gradient as es_mod
 from esnb.es.shaping import centered_ranks, raw, sign
 from esnb.noise import NoiseConfig, get_noise_table
 

@@ -212,7 +212,7 @@ def test_resume_with_a_pending_batch_is_bitwise(tmp_path):
 
 @pytest.mark.parametrize("kw, message", [
     (dict(iw_k=-1), "iw_k must be an integer in"),
-    (dict(iw_k="many"), "iw_k must be an integer >= 0 or 'auto'"),
+    (dict(iw_k="many"), r"iw_k must be an integer in \[0, 1000\], or 'auto'"),
     (dict(iw_distributed="maybe"), "iw_distributed must be"),
 ])
 def test_bad_iw_arguments(kw, message):

@@ -4,6 +4,7 @@ finished, failed or resumed from a checkpoint, the static export, and runner plo
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import ipywidgets as widgets
 import pandas as pd
@@ -13,11 +14,12 @@ from bokeh.plotting import figure as Figure  # noqa: N812 - the class behind fig
 from conftest import SMALL_NOISE
 
 import esnb
-from esnb.controls import Control, Controls
+from esnb.controls import Control
 from esnb.runners.base import Runner
+from esnb.runners.plotspec import panels_for
+from esnb.settings import Settings, setting
 from esnb.ui import ControlPanel, LivePlot, PlotPanel, Series, dashboard, history_figure
 from esnb.ui.fields import control_widget
-from esnb.ui.spec import panels_for
 
 
 def wait_until(predicate, timeout=30.0, interval=0.02, what="condition"):
@@ -183,6 +185,11 @@ def test_live_plot_rolls_over_old_points():
 
 
 # -- plot panels: the extension point ----------------------------------------------------------
+@dataclass(frozen=True)
+class LearnerConfig(Settings):
+    lr: float = setting(0.1, low=0, low_open=True, log=True, live=True, help="step size")
+
+
 class LearnerSteps(Runner):
     """A learner-step runner without env steps, declaring its own panels (like Ape-X)."""
 
@@ -194,9 +201,10 @@ class LearnerSteps(Runner):
          "x": "wall_time"},
     )
 
+    Config = LearnerConfig
+
     def __init__(self):
-        super().__init__(Controls([Control("lr", "float", 0.1, low=0, low_open=True,
-                                           log=True)]), name="learner")
+        super().__init__(LearnerConfig.build(), name="learner")
 
     def _iteration(self, snap):
         return {"loss": snap.lr / (self.iteration + 1), "replay_size": 100 * self.iteration,

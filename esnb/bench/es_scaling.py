@@ -26,7 +26,7 @@ def add_arguments(p) -> None:
 
 
 def _raw_rate(cfg, steps: int) -> float:
-    from esnb.workers import raw_step_rate
+    from esnb.runners.es.tasks import raw_step_rate
 
     return raw_step_rate(cfg, steps)["steps_per_s"]
 

@@ -71,8 +71,8 @@ def plot(curves: pd.DataFrame, path: Path, title: str) -> None:
 
 def run(args) -> int:
     from esnb.cluster import make_client
+    from esnb.runners.es import train_es
     from esnb.runners.sweep import map_runs
-    from esnb.workers.es import train_es
 
     t0 = time.perf_counter()
     cfgs = configs(args.env, args.steps, args.lrs, args.ks, args.seeds, args.population,

@@ -1,8 +1,8 @@
 """The ``esnb`` command: ``esnb demo``, ``esnb train <algorithm>``, ``esnb bench <name>``.
 
-Algorithms and benchmarks plug in through the registries below: a trainer module provides
-``add_arguments(parser)``, ``make_runner(args, client)`` and ``budget(args)``; a benchmark
-module provides ``add_arguments(parser)`` and ``run(args) -> int``.
+Algorithms and benchmarks plug in through the registries below: a trainer is a
+:class:`~esnb.cli.train.Trainer` (its flags derive from the algorithm's config dataclass); a
+benchmark module provides ``add_arguments(parser)`` and ``run(args) -> int``.
 """
 
 from __future__ import annotations
@@ -12,9 +12,18 @@ import importlib
 import logging
 import sys
 
-#: ``esnb train <name>`` -> module implementing the trainer protocol
-TRAINERS: dict[str, str] = {
-    "es": "esnb.cli.es",
+from esnb.cli.train import Trainer
+
+#: ``esnb train <name>`` -> its trainer
+TRAINERS: dict[str, Trainer | str] = {
+    "es": Trainer(
+        runner="esnb.runners.es:ES", config="esnb.runners.es.config:ESConfig",
+        budgets={"generations": ("generations", "generations to run"),
+                 "steps": ("env_steps", "env steps to run (whole generations: the last one "
+                                        "may pass it)")},
+        default_budget={"generations": 100},
+        description="OpenAI-ES with a shared noise table (Salimans et al. 2017); IW-ES "
+                    "(Campos et al. 2018) with --iw-k."),
     "apex": "esnb.cli.apex",
     "apex-dpg": "esnb.cli.apex_dpg",
     "impala": "esnb.cli.impala",
@@ -51,12 +60,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = sub.add_parser("train", help="train one algorithm on one environment")
     algos = train.add_subparsers(dest="algorithm", required=True)
-    for name, module in TRAINERS.items():
-        p, mod = _plugin_parser(algos, name, module)
+    for name, trainer in TRAINERS.items():
+        if isinstance(trainer, Trainer):
+            p = algos.add_parser(name, help=trainer.description.split(". ")[0],
+                                 description=trainer.description)
+            common.add_run_arguments(p, settings=True)
+            trainer.add_arguments(p)
+            p.set_defaults(trainer=name)
+            continue
+        p, mod = _plugin_parser(algos, name, trainer)
         if mod is not None:
             common.add_run_arguments(p)
             mod.add_arguments(p)
-        p.set_defaults(trainer=module)
+        p.set_defaults(trainer=name)
 
     bench = sub.add_parser("bench", help="benchmarks measured side by side in one run")
     benches = bench.add_subparsers(dest="benchmark", required=True)
@@ -97,7 +113,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "demo":
             return common.run_demo(args)
         if args.command == "train":
-            return common.run_training(importlib.import_module(args.trainer), args)
+            trainer = TRAINERS[args.trainer]
+            if not isinstance(trainer, Trainer):
+                trainer = importlib.import_module(trainer)
+            return common.run_training(trainer, args)
         return int(importlib.import_module(args.bench).run(args) or 0)
     except (ValueError, FileNotFoundError) as exc:
         print(f"esnb: error: {exc}", file=sys.stderr)

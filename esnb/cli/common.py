@@ -9,17 +9,29 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from esnb.settings import PRESETS
 
-def add_run_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--env", required=True, help="gymnasium environment id")
-    p.add_argument("--seed", type=int, default=0)
+
+def add_run_arguments(p: argparse.ArgumentParser, settings: bool = False) -> None:
+    """Flags of every run; ``settings``: env and seed come from the config's flags."""
+    if not settings:
+        p.add_argument("--env", required=True, help="gymnasium environment id")
+        p.add_argument("--seed", type=int, default=0)
+    else:
+        p.add_argument("--preset", choices=PRESETS, default="laptop",
+                       help="defaults tuned for a 2-core laptop, or the papers' published "
+                            "settings (default: laptop)")
     p.add_argument("--workers", type=int, default=2,
                    help="LocalCluster workers (0: run inline in this process)")
     p.add_argument("--address", default=None, help="join this Dask scheduler instead")
     p.add_argument("--out", default=None, help="run folder (default runs/<name>)")
     p.add_argument("--name", default=None, help="run name")
-    p.add_argument("--eval-episodes", type=int, default=10,
-                   help="noise-free episodes of the final policy")
+    if settings:
+        p.add_argument("--final-eval", type=int, default=10, metavar="EPISODES",
+                       help="noise-free episodes of the final policy (default: 10; 0: none)")
+    else:
+        p.add_argument("--eval-episodes", dest="final_eval", type=int, default=10,
+                       help="noise-free episodes of the final policy")
     p.add_argument("--resume", default=None, metavar="CHECKPOINT",
                    help="continue the run saved in this checkpoint")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -59,25 +71,13 @@ class Progress:
         self.bar.close()
 
 
-def connect(workers: int, address: str | None):
-    if address:
-        from esnb.cluster import make_client
-
-        return make_client(address=address)
-    if workers <= 0:
-        return None
-    from esnb.cluster import make_client
-
-    return make_client(workers)
-
-
 def finish(runner, args, started: float, out: str | None) -> dict:
     """Evaluate the final policy, write the run folder, print a summary."""
     from esnb.record import write_run_folder
 
     summary = {"wall_time_total": None}
-    if hasattr(runner, "evaluate") and args.eval_episodes > 0:
-        returns = runner.evaluate(args.eval_episodes)
+    if hasattr(runner, "evaluate") and args.final_eval > 0:
+        returns = runner.evaluate(args.final_eval)
         summary.update(final_eval_mean=float(returns.mean()), final_eval_std=float(returns.std()),
                        final_eval_episodes=int(len(returns)))
     summary["wall_time_total"] = time.perf_counter() - started
@@ -88,13 +88,21 @@ def finish(runner, args, started: float, out: str | None) -> dict:
 
 
 def run_training(trainer, args) -> int:
+    from esnb.cli.train import Trainer
+    from esnb.runners.executor import session
+
     started = time.perf_counter()
-    client = connect(args.workers, args.address)
-    try:
-        if args.resume:
-            runner = trainer.load_runner(args.resume, client)
+    with session(args.workers, args.address) as executor:
+        if isinstance(trainer, Trainer):
+            cls, values = trainer.settings(args)
+            if args.resume:
+                runner = cls.load(args.resume, client=executor)
+            else:
+                runner = cls(client=executor, preset=args.preset, name=args.name, **values)
+        elif args.resume:
+            runner = trainer.load_runner(args.resume, executor.client)
         else:
-            runner = trainer.make_runner(args, client)
+            runner = trainer.make_runner(args, executor.client)
         budget = trainer.budget(args)
         unit, total = next(iter(budget.items())) if budget else ("generations", None)
         progress = Progress(runner, unit, total, disable=args.no_progress)
@@ -104,9 +112,6 @@ def run_training(trainer, args) -> int:
         finally:
             progress.close()
         finish(runner, args, started, args.out)
-    finally:
-        if client is not None:
-            client.close()
     return 0
 
 
@@ -117,24 +122,21 @@ DEMO = dict(env="HalfCheetah-v5", population=40, sigma=0.02, lr=0.02, weight_dec
 def run_demo(args) -> int:
     """OpenAI-ES on HalfCheetah-v5, 2M env steps on a 2-worker LocalCluster."""
     from esnb.runners.es import ES
+    from esnb.runners.executor import session
 
     started = time.perf_counter()
-    client = connect(args.workers, None)
-    try:
-        runner = ES(**DEMO, seed=args.seed, client=client,
+    with session(args.workers) as executor:
+        runner = ES(**DEMO, seed=args.seed, client=executor,
                     name=f"demo-{time.strftime('%Y%m%d-%H%M%S')}")
+        link = executor.dashboard_link
         print(f"esnb demo: OpenAI-ES on {DEMO['env']}, {args.steps:,.0f} env steps, "
-              f"{args.workers} workers"
-              + (f", dashboard {client.dashboard_link}" if client else ""))
+              f"{args.workers} workers" + (f", dashboard {link}" if link else ""))
         progress = Progress(runner, "env_steps", args.steps, disable=args.no_progress)
         runner.start(env_steps=args.steps)
         try:
             runner.wait()
         finally:
             progress.close()
-        args.eval_episodes = 10
+        args.final_eval = 10
         finish(runner, args, started, args.out)
-    finally:
-        if client is not None:
-            client.close()
     return 0

@@ -9,6 +9,7 @@ limit enforced here. Any other wrapper is kept and stepped through.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 
 import gymnasium as gym
@@ -81,6 +82,23 @@ class FastEnv:
 
     def close(self) -> None:
         self.env.close()
+
+
+_local = threading.local()
+
+
+def cached_env(env_id: str, max_episode_steps: int | None = None,
+               env_kwargs: tuple = ()) -> FastEnv:
+    """This thread's :class:`FastEnv` for the configuration (made once, then reused: each
+    episode resets it with its own seed). ``env_kwargs`` is a hashable tuple of pairs."""
+    cache = getattr(_local, "envs", None)
+    if cache is None:
+        cache = _local.envs = {}
+    key = (env_id, max_episode_steps, tuple(env_kwargs))
+    env = cache.get(key)
+    if env is None:
+        env = cache[key] = FastEnv(env_id, max_episode_steps, dict(env_kwargs))
+    return env
 
 
 def run_episode(env: FastEnv, policy, seed: int, collect_obs: bool = False,

@@ -1,6 +1,9 @@
-"""Evolution strategies: the mathematics, with no Dask inside."""
+"""Evolution strategies: the mathematics, with no Dask inside (torch loads on first use)."""
 
-from esnb.es.openai_es import OpenAIES, es_gradient, weighted_noise_sum
-from esnb.es.shaping import SHAPINGS, get_shaping
+from esnb.lazy import lazy_names
 
-__all__ = ["SHAPINGS", "OpenAIES", "es_gradient", "get_shaping", "weighted_noise_sum"]
+_LAZY = {"OpenAIES": "esnb.es.openai_es", "es_gradient": "esnb.es.gradient",
+         "weighted_noise_sum": "esnb.es.gradient", "SHAPINGS": "esnb.es.shaping",
+         "get_shaping": "esnb.es.shaping"}
+__all__ = sorted(_LAZY)
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)

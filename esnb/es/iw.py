@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from esnb.es.openai_es import weighted_noise_sum
+from esnb.es.gradient import weighted_noise_sum
 from esnb.noise import NoiseTable
 
 NORMALIZATIONS = ("sum", "n")

@@ -6,12 +6,14 @@ runs ``n`` iterations and returns; ``stop()`` ends after the current iteration; 
 joins and re-raises a failure. An iteration reads one snapshot of ``runner.controls``, and
 every change of a control is logged with the iteration where it took effect.
 
-Subclasses implement ``_iteration(snapshot) -> dict`` (one history row) and their checkpoint
-state; they never touch threads.
+Subclasses declare their settings as a config dataclass (``Config``, see
+:mod:`esnb.settings`), implement ``_iteration(snapshot) -> dict`` (one history row) and their
+checkpoint state; they never touch threads.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import threading
 import time
@@ -21,7 +23,9 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from esnb.controls import ControlChange, Controls, ControlSnapshot
+from esnb import config as dask_config
+from esnb.controls import ControlChange, ControlSnapshot
+from esnb.settings import Settings, markdown_table
 
 log = logging.getLogger("esnb.runner")
 
@@ -48,13 +52,41 @@ class Runner:
     algorithm: ClassVar[str] = "runner"
     #: history column that counts iterations (generation, learner step, ...)
     iteration_column: ClassVar[str] = "generation"
+    #: the settings dataclass (one declaration per setting)
+    Config: ClassVar[type[Settings]]
 
-    def __init__(self, controls: Controls, name: str | None = None):
-        self.controls = controls
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        config = cls.__dict__.get("Config")
+        if config is not None and cls.__doc__ and "Settings\n    --------" not in cls.__doc__:
+            cls.__doc__ = (cls.__doc__.rstrip() + "\n\n    Settings\n    --------\n    Keyword "
+                           "arguments, with ``preset=\"laptop\"`` (default) or ``\"paper\"``; "
+                           "``live`` ones are controls.\n\n" + _indent(markdown_table(config))
+                           + "\n")
+
+    @classmethod
+    def make_config(cls, env: str | None = None, preset: str = "laptop",
+                    config: Settings | None = None, **settings: Any) -> Settings:
+        """The run's settings: ``config`` (a ``cls.Config``) with ``settings`` applied, else
+        ``preset`` with ``env`` and ``settings``; every value validated."""
+        if env is not None:
+            settings["env"] = env
+        if config is None:
+            return cls.Config.build(preset, **settings)
+        if not isinstance(config, cls.Config):
+            raise TypeError(f"config must be a {cls.Config.__name__}, got "
+                            f"{type(config).__name__}")
+        return config.replace(**settings) if settings else config
+
+    def __init__(self, config: Settings, name: str | None = None):
+        self.config = config
+        self.controls = config.controls()
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"name must be a string, got {name!r}")
         self.name = name or f"{self.algorithm.lower()}-{time.strftime('%Y%m%d-%H%M%S')}"
         self._records: list[dict[str, Any]] = []
         self._change_log: list[dict[str, Any]] = []
-        self._applied_version = controls.version
+        self._applied_version = self.controls.version
         self._observers: list[Callable[[dict], None]] = []
         self._iter_lock = threading.RLock()  # one iteration (or save) at a time
         self._cond = threading.Condition()
@@ -85,8 +117,8 @@ class Runner:
         raise NotImplementedError
 
     def config_dict(self) -> dict[str, Any]:
-        """Constructor arguments that rebuild this runner (JSON-able)."""
-        raise NotImplementedError
+        """The settings that rebuild this runner (JSON-able), as checkpoints store them."""
+        return self.config.to_dict()
 
     def close(self) -> None:
         """Stop the run and release what the runner holds on the cluster (actors, pinned
@@ -300,11 +332,16 @@ class Runner:
         return pd.DataFrame(list(self._change_log), columns=cols)
 
     def plot(self):
-        """A bokeh figure of the history (the same one the live view draws)."""
-        from esnb.ui.plots import history_figure
+        """A figure of the history: the one the live view draws (bokeh).
 
-        return history_figure(self.history, self.changes, title=f"{self.algorithm} {self.name}",
-                              runner=self)
+        Runners only describe their plots (:mod:`esnb.runners.plotspec`); the drawing function
+        is the setting ``esnb.plot.drawer`` (``module:function``, default
+        ``esnb.ui.plots:history_figure``), so this layer never imports the UI.
+        """
+        module, _, attr = str(dask_config.get("plot.drawer")).partition(":")
+        draw = getattr(importlib.import_module(module), attr)
+        return draw(self.history, self.changes, title=f"{self.algorithm} {self.name}",
+                    runner=self)
 
     # -- checkpoints -------------------------------------------------------------------------
     def save(self, path) -> Any:
@@ -339,8 +376,12 @@ class Runner:
 
         meta, arrays = load_checkpoint(path, cls.algorithm)
         try:
-            config = {**meta["config"], **overrides}
-            runner = cls(client=client, **config)
+            saved = {k: v for k, v in meta["config"].items() if k != "name"}
+            name = overrides.pop("name", meta.get("name"))
+            config = cls.Config.from_dict(saved)
+            if overrides:
+                config = config.replace(**overrides)
+            runner = cls(client=client, config=config, name=name)
             runner.controls.restore(meta["controls"], meta.get("control_changes", ()),
                                     meta.get("controls_version", 0))
             runner._applied_version = meta.get("applied_version", runner.controls.version)
@@ -348,7 +389,6 @@ class Runner:
             runner.wall_time = float(meta["wall_time"])
             runner._records = list(meta["history"])
             runner._change_log = list(meta.get("change_log", []))
-            runner.name = overrides.get("name", meta.get("name", runner.name))
             runner._load_state_dict(meta, arrays)
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, CheckpointError):
@@ -361,3 +401,7 @@ class Runner:
     def __repr__(self) -> str:
         return (f"<{type(self).__name__} {self.name!r} state={self.state} "
                 f"{self.iteration_column}={self.iteration}>")
+
+
+def _indent(text: str, prefix: str = "    ") -> str:
+    return "\n".join(prefix + line for line in text.splitlines())

@@ -8,14 +8,14 @@
   thread (:mod:`esnb.ui.pump` says why a thread);
 - :func:`history_figure` / ``runner.plot()``: the same drawing of a finished run.
 
-Runners add plot panels without widget code: see :mod:`esnb.ui.spec` (``plot_panels``).
+Runners add plot panels without widget code: see :mod:`esnb.runners.plotspec` (``plot_panels``).
 Names load lazily, so declaring panels (:class:`PlotPanel`, :class:`Series`) imports neither
 bokeh nor ipywidgets.
 """
 
 from __future__ import annotations
 
-import importlib
+from esnb.lazy import lazy_names
 
 _LAZY = {
     "ControlPanel": "esnb.ui.panel",
@@ -24,22 +24,10 @@ _LAZY = {
     "dashboard": "esnb.ui.board",
     "history_figure": "esnb.ui.plots",
     "RunFigure": "esnb.ui.plots",
-    "PlotPanel": "esnb.ui.spec",
-    "Series": "esnb.ui.spec",
-    "panels_for": "esnb.ui.spec",
+    "PlotPanel": "esnb.runners.plotspec",
+    "Series": "esnb.runners.plotspec",
+    "panels_for": "esnb.runners.plotspec",
 }
 
 __all__ = sorted(_LAZY)
-
-
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'esnb.ui' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)

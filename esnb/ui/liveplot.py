@@ -16,9 +16,9 @@ from typing import Any
 from bokeh.events import DocumentReady
 from jupyter_bokeh import BokehModel
 
+from esnb.runners.plotspec import known_columns, panels_for
 from esnb.ui.plots import RunFigure
 from esnb.ui.pump import PUMP
-from esnb.ui.spec import known_columns, panels_for
 
 
 def _change_rows(runner) -> list[dict[str, Any]]:

@@ -57,12 +57,9 @@ def _finite(value: Any) -> float | None:
 
 
 def dashboard_link(runner) -> str | None:
-    """The Dask dashboard's address of the runner's client, if it has one."""
-    client = getattr(runner, "client", None)
-    if client is None:
-        return None
+    """The Dask dashboard's address of the runner's executor (None inline)."""
     try:
-        return client.dashboard_link or None
+        return getattr(runner.executor, "dashboard_link", None) or None
     except Exception:  # no dashboard (e.g. bokeh missing on the scheduler): no link
         return None
 

@@ -1,6 +1,6 @@
 """The one bokeh drawing of a run, for the live view, notebooks and the CLI's HTML.
 
-:class:`RunFigure` builds a figure per :class:`~esnb.ui.spec.PlotPanel` with one
+:class:`RunFigure` builds a figure per :class:`~esnb.runners.plotspec.PlotPanel` with one
 ``ColumnDataSource`` per drawn series and one per figure for control-change markers, and only
 ever *appends* rows (``ColumnDataSource.stream``). :func:`history_figure` appends a finished
 history in one go; :class:`esnb.ui.LivePlot` appends the rows a running runner adds. Both go
@@ -19,7 +19,7 @@ from bokeh.models import ColumnDataSource, HoverTool, LabelSet
 from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 
-from esnb.ui.spec import (
+from esnb.runners.plotspec import (
     RETURN_PANELS,
     PlotPanel,
     axis_label,
@@ -180,7 +180,7 @@ def history_figure(history: pd.DataFrame, changes: pd.DataFrame | None = None,
     width, height : int
         Size of one panel.
     runner : Runner, optional
-        Supplies the panels (:func:`~esnb.ui.spec.panels_for`) and the iteration column.
+        Supplies the panels (:func:`~esnb.runners.plotspec.panels_for`) and the iteration column.
     panels : sequence of PlotPanel, optional
         Overrides the runner's panels (default without a runner: the return panels).
     iteration_column : str, optional

@@ -32,7 +32,7 @@ import numpy as np
 
 from esnb.policies.spec import PolicySpec
 from esnb.replay.remote import attach, is_loss
-from esnb.workers.es import RolloutConfig, get_env
+from esnb.runners.es.tasks import RolloutConfig, get_env
 
 #: observations per replay call when an RL individual trains (batches x batch size)
 SAMPLE_CHUNK = 250

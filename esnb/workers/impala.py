@@ -24,7 +24,7 @@ import numpy as np
 
 from esnb.envs.rollout import FastEnv
 from esnb.rl.actor_critic import ActorCriticSpec, NumpyActor
-from esnb.workers.es import get_env
+from esnb.runners.es.tasks import get_env
 
 
 @dataclass(frozen=True)

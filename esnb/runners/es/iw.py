@@ -21,31 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from esnb.controls import Control
-from esnb.es.iw import NORMALIZATIONS, Batch, iw_gradient, noise_dots
+from esnb.es.iw import Batch, iw_gradient, noise_dots
 from esnb.noise import NoiseConfig
-from esnb.workers.es import iw_dots
+from esnb.runners.es.tasks import iw_dots
 
 log = logging.getLogger("esnb.iw")
 
 #: distribute the eps.delta dot products to workers when pairs * d reaches this (auto mode)
 DISTRIBUTED_MIN_WORK = 20_000_000
-
-
-def iw_controls(iw_k: int, adaptive: bool) -> list[Control]:
-    """IW-ES's live controls (all of them live: switching K mid-run is the point)."""
-    return [
-        Control("iw_k", "int", iw_k, low=0, high=1000,
-                help="IW updates per batch at most (0: plain OpenAI-ES)"),
-        Control("iw_adaptive", "bool", adaptive,
-                help="stop a batch's IW updates once ESS/n falls below the threshold"),
-        Control("iw_ess_threshold", "float", 0.5, low=0.0, low_open=True, high=1.0,
-                help="ESS/n an IW update needs (adaptive mode)"),
-        Control("iw_clip", "float", 1.0, low=0.0, low_open=True, high=1e6, log=True,
-                help="clip c of the importance weights (the paper: 1)"),
-        Control("iw_normalize", "choice", "sum", choices=NORMALIZATIONS,
-                help="gradient normalised by the sum of clipped weights (eq. 3) or by n"),
-    ]
 
 
 class IWUpdater:
@@ -70,7 +53,7 @@ class IWUpdater:
         self.pending, self.pending_obs = batch, obs
 
     def _use_workers(self, executor, pairs: int, dim: int) -> bool:
-        if executor.client is None:
+        if not executor.remote:
             return False
         if self.distributed == "auto":
             return pairs * dim >= DISTRIBUTED_MIN_WORK

@@ -1,20 +1,20 @@
-"""Functions that run on Dask workers (or inline, in the driver, when there is no cluster).
+"""ES's worker-side tasks (run on Dask workers, or inline in the driver).
 
 Workers keep per-process state across tasks: the noise table (built by
-:class:`esnb.cluster.NoiseTablePlugin`) and one environment per configuration. Tasks receive
+:class:`esnb.cluster.NoiseTablePlugin`) and one environment per configuration
+(:func:`esnb.envs.rollout.cached_env`). Tasks receive
 only seeds, offsets and the current parameters, and send back only returns, lengths, indices
 and observation-statistic sums.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from esnb.envs.rollout import FastEnv, run_episode
+from esnb.envs.rollout import FastEnv, cached_env, run_episode
 from esnb.noise import NoiseConfig, get_noise_table
 from esnb.policies.numpy_mlp import NumpyPolicy
 from esnb.policies.spec import PolicySpec
@@ -59,19 +59,9 @@ class PolicyPayload:
     sigma: float
 
 
-_local = threading.local()
-
-
 def get_env(cfg: RolloutConfig) -> FastEnv:
     """This thread's environment for ``cfg`` (made once, reset with a seed per episode)."""
-    cache = getattr(_local, "envs", None)
-    if cache is None:
-        cache = _local.envs = {}
-    key = (cfg.env_id, cfg.max_episode_steps, cfg.env_kwargs)
-    env = cache.get(key)
-    if env is None:
-        env = cache[key] = FastEnv(cfg.env_id, cfg.max_episode_steps, dict(cfg.env_kwargs))
-    return env
+    return cached_env(cfg.env_id, cfg.max_episode_steps, cfg.env_kwargs)
 
 
 def es_pairs(cfg: RolloutConfig, payload: PolicyPayload, indices: np.ndarray,
@@ -173,21 +163,3 @@ def iw_dots(noise: NoiseConfig, delta: np.ndarray, indices: np.ndarray) -> np.nd
     from esnb.es.iw import noise_dots
 
     return noise_dots(get_noise_table(noise), indices, delta)
-
-
-def train_es(config: dict) -> dict:
-    """A whole ES run inside one task (for sweeps): ``config`` holds the ES arguments plus
-    ``budget`` (e.g. ``{"env_steps": 1e6}``) and ``final_eval`` episodes.
-
-    Returns the history rows, the IW log and the final evaluation's returns.
-    """
-    from esnb.runners.es import ES
-
-    config = dict(config)
-    budget = config.pop("budget")
-    episodes = int(config.pop("final_eval", 10))
-    runner = ES(**config, client=False)
-    runner.start(**budget).wait()
-    returns = runner.evaluate(episodes) if episodes else np.array([])
-    return {"history": runner.records, "iw": list(runner.iw.log),
-            "final_eval": returns.tolist()}

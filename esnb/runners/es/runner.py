@@ -1,0 +1,359 @@
+"""``esnb.ES``: OpenAI-ES (Salimans et al. 2017) with a shared noise table, on an executor.
+
+One generation, top to bottom (:meth:`ES._iteration`):
+
+1. IW-ES: importance-weighted updates from the previous batch (``iw_k > 0``), then that
+   batch's observation sums join the normalisation;
+2. ``ask``: ``population/2`` noise offsets, env seeds and observation-statistic flags, drawn
+   from the run's generator on the driver (workers never draw);
+3. rollouts: theta (+ observation normalisation) is sent once, tasks of several mirrored pairs
+   each (sized so a task runs >= ``min_task_runtime``), and every ``eval_interval``
+   generations noise-free episodes of theta; results come back in submission order;
+4. ``tell``: pairs with a non-finite return are left out (counted and logged), the rest are
+   shaped, one Adam step is taken, and the batch is kept for IW-ES;
+5. the history row.
+
+Every number depends only on the seed and the controls, never on how pairs were split into
+tasks, so theta is bitwise the same inline, with 1 worker or with N.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from esnb import config
+from esnb.controls import ControlSnapshot
+from esnb.envs.make import env_spaces
+from esnb.envs.obs_stats import ObsStats
+from esnb.es.iw import Batch
+from esnb.es.openai_es import OpenAIES
+from esnb.noise import DEFAULT_SEED, DEFAULT_SIZE, NoiseConfig, get_noise_table
+from esnb.policies.spec import PolicySpec, init_params
+from esnb.runners.base import Runner
+from esnb.runners.es.config import ESConfig
+from esnb.runners.es.iw import IWUpdater
+from esnb.runners.es.tasks import PolicyPayload, RolloutConfig, es_pairs, evaluate
+from esnb.runners.executor import make_executor
+from esnb.runners.plotspec import PlotPanel, Series
+
+log = logging.getLogger("esnb.es")
+
+#: per-pair result arrays of an ``es_pairs`` task, concatenated in pair order
+PAIR_FIELDS = ("returns", "lengths", "terminated", "truncated", "finite", "obs_sum",
+               "obs_sumsq", "obs_count")
+
+
+class ES(Runner):
+    """OpenAI-ES with a shared noise table, mirrored sampling and Adam (IW-ES with ``iw_k``).
+
+    Parameters
+    ----------
+    env : str
+        Gymnasium id (``"HalfCheetah-v5"``, ``"CartPole-v1"``, ...).
+    client : distributed.Client, executor or False, optional
+        Where rollouts run; None uses the default Dask client if there is one, else this
+        process; False always runs in this process.
+    preset : {"laptop", "paper"}
+        Defaults tuned for 2 cores, or the papers' published settings.
+    config : ESConfig, optional
+        All settings at once (keyword settings are applied on top).
+    name : str, optional
+        Run name (output folder, task keys).
+    **settings
+        Any setting below.
+    """
+
+    algorithm = "ES"
+    iteration_column = "generation"
+    Config = ESConfig
+
+    def __init__(self, env: str | None = None, *, client=None, preset: str = "laptop",
+                 config: ESConfig | None = None, name: str | None = None, **settings: Any):
+        cfg = self.make_config(env, preset, config, **settings)
+        noise = NoiseConfig(
+            size=int(config_or(cfg.noise_size, "noise.size", DEFAULT_SIZE)),
+            seed=int(config_or(cfg.noise_seed, "noise.seed", DEFAULT_SEED)))
+        cfg = cfg.replace(noise_size=noise.size, noise_seed=noise.seed)
+        super().__init__(cfg, name=name)
+        obs_space, act_space, _ = env_spaces(cfg.env, **cfg.env_kwargs)
+        self.spec = PolicySpec.for_spaces(obs_space, act_space, hidden=cfg.hidden,
+                                          activation=cfg.activation)
+        if self.spec.num_params > noise.size:
+            raise ValueError(f"the policy has {self.spec.num_params} parameters but the noise "
+                             f"table only {noise.size} entries: raise noise_size")
+        self.noise_config = noise
+        self.rollout_config = RolloutConfig(
+            env_id=cfg.env, spec=self.spec, noise=noise, max_episode_steps=cfg.max_episode_steps,
+            env_kwargs=tuple(sorted(cfg.env_kwargs.items())), action_noise=cfg.action_noise)
+
+        seeds = np.random.SeedSequence(cfg.seed).spawn(3)
+        init_rng = np.random.Generator(np.random.PCG64(seeds[0]))
+        self._rng = np.random.Generator(np.random.PCG64(seeds[1]))
+        self._eval_rng = np.random.Generator(np.random.PCG64(seeds[2]))
+
+        self.executor = make_executor(client)
+        self.executor.prepare_noise(noise)
+        self.noise = get_noise_table(noise)
+        self.es = OpenAIES(init_params(self.spec, init_rng), self.noise, lr=cfg.lr)
+        self.obs_stats = ObsStats(self.spec.obs_dim)
+        self.iw = IWUpdater(cfg.iw_distributed)
+        self.env_steps = 0
+        self.eval_steps = 0
+        self.episodes = 0
+        self._sec_per_step: float | None = None
+        self._mean_len: float | None = None
+
+    # -- public ------------------------------------------------------------------------------
+    @property
+    def client(self):
+        return self.executor.client
+
+    @property
+    def theta(self) -> np.ndarray:
+        """A copy of the current flat parameters."""
+        return self.es.theta.copy()
+
+    def policy(self):
+        """The current mean policy as the canonical torch :class:`~esnb.policies.MLPPolicy`."""
+        from esnb.policies.torch_mlp import MLPPolicy
+
+        pol = MLPPolicy(self.spec, self.es.theta)
+        if self.config.obs_norm:
+            pol.set_obs_norm(self.obs_stats.mean, self.obs_stats.std)
+        return pol
+
+    def evaluate(self, episodes: int = 10) -> np.ndarray:
+        """Returns of ``episodes`` noise-free episodes of the current theta (on the cluster)."""
+        if int(episodes) < 1:
+            raise ValueError(f"episodes must be >= 1, got {episodes}")
+        with self._iter_lock:
+            handle = self.executor.put(self._payload(self.controls["sigma"]))
+            try:
+                res = self.executor.run(self._eval_calls(handle, int(episodes)),
+                                        f"{self.name}-eval{self.iteration}")
+            finally:
+                self.executor.release(handle)
+        return np.concatenate([r["returns"] for r in res])
+
+    def plot_panels(self) -> list[PlotPanel]:
+        """IW-ES runs add a panel of updates per batch and one of ESS/n."""
+        if self.controls["iw_k"] == 0 and not self.iw.log:
+            return []
+        return [
+            PlotPanel("IW-ES updates per batch vs {x}", [Series("iw_updates", "IW updates")],
+                      y_label="updates"),
+            PlotPanel("IW-ES ESS/n vs {x}",
+                      [Series("iw_ess_frac", "ESS/n of the first IW update", points=True)],
+                      y_label="ESS / n"),
+        ]
+
+    @property
+    def iw_history(self):
+        """Every attempted IW update: generation, batch, k, ESS, clipped share, norms."""
+        import pandas as pd
+
+        return pd.DataFrame(list(self.iw.log))
+
+    def _progress(self) -> dict[str, float]:
+        return {"generations": self.iteration, "env_steps": self.env_steps,
+                "episodes": self.episodes}
+
+    # -- one generation ----------------------------------------------------------------------
+    def _iteration(self, snap: ControlSnapshot) -> dict[str, Any]:
+        generation, label = self.iteration + 1, f"{self.name}-g{self.iteration}"
+        iw_row = self.iw.run(snap, self.es, self.executor, self.noise_config, generation, label)
+        self.iw.release_obs(self.obs_stats)  # frozen during the batch's IW updates, added now
+
+        pairs = snap.population // 2
+        indices = self.es.ask(self._rng, pairs)
+        env_seeds = self._rng.integers(0, 2**31 - 1, size=pairs)
+        flags = self._rng.random((pairs, 2))
+        collect = (flags < snap.obs_stat_prob) if snap.obs_norm else np.zeros_like(flags, bool)
+
+        train, evals, rollout = self._rollouts(snap, indices, env_seeds, collect, label)
+        merged = {k: np.concatenate([r[k] for r in train]) for k in PAIR_FIELDS}
+        valid = merged["finite"].all(axis=1)
+        if not valid.all():
+            log.warning("generation %d: %d of %d pairs had a non-finite return or observation "
+                        "and were left out of the update", generation, (~valid).sum(), pairs)
+        returns = merged["returns"][valid]
+        obs = _obs_sums(merged, valid)
+
+        if valid.any():
+            told = self.es.tell(indices[valid], returns, lr=snap.lr,
+                                weight_decay=snap.weight_decay, shaping=snap.shaping)
+            info = told.info
+            self.iw.keep(Batch(told.indices, told.shaped, told.theta_old, snap.sigma,
+                               generation), obs)
+        else:
+            log.warning("generation %d: no valid pair, parameters left unchanged", generation)
+            self.iw.keep(None, obs)
+            info = {"grad_norm": np.nan, "update_norm": 0.0,
+                    "theta_norm": float(np.linalg.norm(self.es.theta)), "update_ratio": 0.0}
+
+        self.env_steps += int(merged["lengths"].sum())
+        self.episodes += 2 * pairs
+        self._learn_task_speed(train, merged["lengths"])
+        row = {"env_steps": self.env_steps, "episodes": self.episodes,
+               **_return_stats(returns), **rollout, **_episode_stats(merged, valid),
+               "obs_count": self.obs_stats.count, "sigma": snap.sigma, "lr": snap.lr,
+               "population": snap.population, "shaping": snap.shaping, "iw_k": snap.iw_k,
+               **iw_row, **info}
+        row.update(self._eval_columns(evals))
+        return row
+
+    def _rollouts(self, snap: ControlSnapshot, indices, env_seeds, collect, label: str):
+        """Submit the generation's pair tasks (and a due evaluation); returns the training
+        results, the evaluation results and the rollout's timing columns."""
+        pairs = len(indices)
+        per_task = self._pairs_per_task(pairs)
+        handle = self.executor.put(self._payload(snap.sigma))
+        calls = [(es_pairs, (self.rollout_config, handle, indices[s:s + per_task],
+                             env_seeds[s:s + per_task], collect[s:s + per_task]))
+                 for s in range(0, pairs, per_task)]
+        n_train = len(calls)
+        if snap.eval_interval > 0 and self.iteration % snap.eval_interval == 0:
+            calls += self._eval_calls(handle, snap.eval_episodes)
+        t0 = time.perf_counter()
+        try:
+            results = self.executor.run(calls, label)
+        finally:
+            self.executor.release(handle)
+        dispatch = time.perf_counter() - t0
+        steps = sum(int(r["lengths"].sum()) for r in results[:n_train])
+        workers = self.executor.n_workers
+        seconds = sum(r["seconds"] for r in results)
+        timing = {"steps_per_s": steps / dispatch if dispatch > 0 else np.nan,
+                  "gen_time": dispatch,
+                  "busy": seconds / (workers * dispatch) if dispatch > 0 else np.nan,
+                  "tasks": n_train, "pairs_per_task": per_task, "workers": workers}
+        return results[:n_train], results[n_train:], timing
+
+    def _eval_columns(self, evals: list[dict]) -> dict[str, Any]:
+        out = {"eval_return": np.nan, "eval_return_std": np.nan}
+        if evals:
+            ev = np.concatenate([r["returns"] for r in evals])
+            ok = np.concatenate([r["finite"] for r in evals])
+            self.eval_steps += int(sum(r["steps"] for r in evals))
+            if ok.any():
+                out.update(eval_return=float(ev[ok].mean()), eval_return_std=float(ev[ok].std()))
+        out["eval_steps"] = self.eval_steps
+        return out
+
+    def _payload(self, sigma: float) -> PolicyPayload:
+        mean = std = None
+        if self.config.obs_norm:
+            mean = self.obs_stats.mean.astype(np.float32)
+            std = self.obs_stats.std.astype(np.float32)
+        return PolicyPayload(self.es.theta.copy(), mean, std, float(sigma))
+
+    def _pairs_per_task(self, pairs: int) -> int:
+        workers = self.executor.n_workers
+        most = max(1, math.ceil(pairs / workers))
+        if self._sec_per_step is None or self._mean_len is None:
+            return max(1, math.ceil(pairs / (2 * workers)))
+        pair_time = max(self._sec_per_step * 2 * self._mean_len, 1e-9)
+        return int(min(most, max(1, math.ceil(self.config.min_task_runtime / pair_time))))
+
+    def _learn_task_speed(self, train: list[dict], lengths: np.ndarray) -> None:
+        """Seconds per env step (smoothed) and the mean episode length: task sizing only."""
+        steps = int(lengths.sum())
+        if steps:
+            rate = sum(r["seconds"] for r in train) / steps
+            self._sec_per_step = rate if self._sec_per_step is None else (
+                0.7 * self._sec_per_step + 0.3 * rate)
+            self._mean_len = float(lengths.mean())
+
+    def _eval_calls(self, handle, episodes: int) -> list:
+        seeds = self._eval_rng.integers(0, 2**31 - 1, size=episodes)
+        parts = np.array_split(seeds, min(episodes, self.executor.n_workers))
+        return [(evaluate, (self.rollout_config, handle, part)) for part in parts if len(part)]
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def _state_dict(self):
+        arrays = self.es.state_dict()
+        obs = self.obs_stats.state_dict()
+        arrays.update(obs_sum=obs["sum"], obs_sumsq=obs["sumsq"])
+        meta = {
+            "obs_count": obs["count"],
+            "rng": self._rng.bit_generator.state,
+            "eval_rng": self._eval_rng.bit_generator.state,
+            "env_steps": self.env_steps,
+            "eval_steps": self.eval_steps,
+            "episodes": self.episodes,
+            "sec_per_step": self._sec_per_step,
+            "mean_len": self._mean_len,
+            "num_params": self.spec.num_params,
+        }
+        iw_meta, iw_arrays = self.iw.state()
+        meta.update(iw_meta)
+        arrays.update(iw_arrays)
+        return meta, arrays
+
+    def _load_state_dict(self, meta, arrays):
+        if int(meta["num_params"]) != self.spec.num_params or arrays["theta"].shape != (
+            self.spec.num_params,
+        ):
+            raise ValueError(
+                f"checkpoint has {arrays['theta'].shape[0]} parameters, this policy "
+                f"{self.spec.num_params}"
+            )
+        self.es.load_state_dict(arrays)
+        self.obs_stats.load_state_dict(
+            {"sum": arrays["obs_sum"], "sumsq": arrays["obs_sumsq"], "count": meta["obs_count"]})
+        self._rng.bit_generator.state = meta["rng"]
+        self._eval_rng.bit_generator.state = meta["eval_rng"]
+        self.env_steps = int(meta["env_steps"])
+        self.eval_steps = int(meta["eval_steps"])
+        self.episodes = int(meta["episodes"])
+        self._sec_per_step = meta["sec_per_step"]
+        self._mean_len = meta["mean_len"]
+        self.iw.load(meta, arrays)
+
+
+def config_or(value, key: str, default):
+    """``value``, else dask config ``esnb.<key>``, else ``default``."""
+    return config.get(key, default) if value is None else value
+
+
+def _obs_sums(merged: dict, valid: np.ndarray):
+    """Observation sums of the valid pairs that collected some, summed in pair order."""
+    use = valid & (merged["obs_count"] > 0)
+    if not use.any():
+        return None
+    return (merged["obs_sum"][use].sum(axis=0), merged["obs_sumsq"][use].sum(axis=0),
+            float(merged["obs_count"][use].sum()))
+
+
+def _return_stats(returns: np.ndarray) -> dict[str, float]:
+    if not returns.size:
+        return dict.fromkeys(("return_mean", "return_max", "return_min", "return_std"), np.nan)
+    return {"return_mean": float(returns.mean()), "return_max": float(returns.max()),
+            "return_min": float(returns.min()), "return_std": float(returns.std())}
+
+
+def _episode_stats(merged: dict, valid: np.ndarray) -> dict[str, Any]:
+    return {"len_mean": float(merged["lengths"].mean()), "n_excluded": int((~valid).sum()),
+            "n_terminated": int(merged["terminated"].sum()),
+            "n_truncated": int(merged["truncated"].sum())}
+
+
+def train_es(config: dict) -> dict:
+    """A whole ES run inside one task (sweeps, paper figures): ``config`` holds ES settings plus
+    ``budget`` (e.g. ``{"env_steps": 1e6}``) and ``final_eval`` episodes.
+
+    Returns the history rows, the IW log and the final evaluation's returns.
+    """
+    config = dict(config)
+    budget = config.pop("budget")
+    episodes = int(config.pop("final_eval", 10))
+    runner = ES(**config, client=False)
+    runner.start(**budget).wait()
+    returns = runner.evaluate(episodes) if episodes else np.array([])
+    return {"history": runner.records, "iw": list(runner.iw.log),
+            "final_eval": returns.tolist()}

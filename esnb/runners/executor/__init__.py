@@ -1,0 +1,113 @@
+"""Where a run's work happens: the one layer that knows inline from Dask.
+
+Every runner talks to an *executor*; it never asks whether there is a Dask client. Two
+implementations take the same calls:
+
+- :class:`InlineExecutor` runs everything in this process: ``submit`` computes at once and
+  returns a finished future, actors are plain objects, channels are local boxes, and
+  background loops (generators) advance one step per :meth:`~InlineExecutor.turn`. Nothing
+  depends on timing, so an inline run is reproducible.
+- :class:`~esnb.runners.executor.on_dask.DaskExecutor` submits futures to a cluster, holds actors on
+  workers (recreated elsewhere when their worker dies), publishes values as task results
+  (never ``scatter``: scattered data dies with its worker), and lists live workers in a way
+  that survives the client's empty-cache race.
+
+The calls (both executors)
+--------------------------
+``submit(fn, *args, key=, priority=, workers=, strict=, resources=)`` -> future;
+``run(calls, label)`` -> results in submission order; ``gather(futures)``;
+``as_completed()`` -> :class:`Completions`; ``wait_first(futures, timeout)``;
+``cancel(futures)``; ``put(obj)`` / ``release(handle)``;
+``actor(cls, *args, ...)`` -> :class:`ActorRef`; ``channel(name)`` -> a value box that tasks
+read; ``background(genfn, *args, ...)`` -> a long-running loop; ``turn()``;
+``workers()``, ``n_workers``, ``threads(exclude)``; ``stuck(keys)``, ``busy(prefix)``;
+``run_on_workers(fn)``; ``prepare_noise(noise)``; ``close()``.
+Properties: ``remote`` (tasks run in other processes), ``reproducible`` (no timing-dependent
+decision allowed), ``dashboard_link``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from esnb.runners.executor.inline import (
+    INLINE,
+    ActorRef,
+    Box,
+    Completions,
+    Done,
+    Executor,
+    InlineExecutor,
+)
+
+__all__ = ["INLINE", "ActorRef", "Box", "Completions", "Done", "Executor", "InlineExecutor",
+           "make_executor", "resolve_client", "session"]
+
+
+def resolve_client(client):
+    """``client``, else the current default Dask client, else None (inline).
+
+    ``client=False`` means inline even when a default client exists (e.g. a whole run inside
+    one Dask task).
+    """
+    if client is False or isinstance(client, InlineExecutor):
+        return None
+    if isinstance(client, Executor):
+        return client.client
+    if client not in (None, True) and not isinstance(client, str):
+        return client
+    try:
+        from distributed import default_client
+    except ImportError:  # a lean process without distributed runs inline
+        return None
+    if isinstance(client, str):
+        raise TypeError(f"client must be a distributed.Client, None or False, got the string "
+                        f"{client!r}: connect first with esnb.make_client(address={client!r})")
+    try:
+        return default_client()
+    except ValueError:
+        return None
+
+
+def make_executor(client=None):
+    """The executor for ``client``: an executor as is, a Dask client's, the default client's,
+    or inline (``False``, or no client at all)."""
+    if isinstance(client, Executor):
+        return client
+    resolved = resolve_client(client)
+    if resolved is None:
+        return InlineExecutor()
+    from esnb.runners.executor.on_dask import DaskExecutor
+
+    return DaskExecutor(resolved)
+
+
+def put(client, obj: Any, prefix: str = "esnb-put", priority: int = 0):
+    """Send ``obj`` once as a task result on ``client``'s cluster (see
+    :meth:`DaskExecutor.put`)."""
+    return make_executor(client).put(obj, prefix=prefix, priority=priority)
+
+
+@contextlib.contextmanager
+def session(workers: int = 2, address: str | None = None):
+    """The executor of one command: join ``address``, else a LocalCluster of ``workers``
+    processes, else (``workers=0``) this process; the cluster closes when the block ends.
+
+    Yields
+    ------
+    InlineExecutor or DaskExecutor
+    """
+    from esnb.cluster import make_client
+
+    if address:
+        client = make_client(address=address)
+    elif workers > 0:
+        client = make_client(workers)
+    else:
+        client = False
+    try:
+        yield make_executor(client)
+    finally:
+        if client is not False:
+            client.close()

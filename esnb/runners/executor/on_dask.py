@@ -1,0 +1,311 @@
+"""The executor of a Dask cluster (see :mod:`esnb.runners.executor` for the calls).
+
+What it knows about Dask so that nothing else has to:
+
+- **Values are published as task results** (:meth:`DaskExecutor.put`), never ``scatter``ed:
+  scattered data dies with its worker and every task needing it is cancelled, and a scatter
+  whose target dies mid-transfer closes the client's connection (seen when a SLURM job holding
+  the Ape-X replay was killed). A task's result is recomputed elsewhere; ``submit`` only
+  queues a message.
+- **Live workers** are fetched from the scheduler each time (:meth:`DaskExecutor.workers`), not
+  read from ``client.scheduler_info()``: that returns the client's cached identity, which its
+  periodic callback (``n_workers=0``: no workers) can overwrite between the fetch and the
+  return, so it sometimes came back empty under load.
+- **Actors** die with their worker and nothing in Dask recreates them: an :class:`ActorRef`
+  notices the loss and :meth:`ActorRef.create` makes a new one on a live worker.
+- **Background loops** are long-running tasks that ``secede()`` from the worker's thread pool
+  (a worker whose only thread a loop held could not run the constructor of an actor recreated
+  there: a deadlock, measured).
+- Calls that wait from a runner's thread need ``client.as_current()`` (Dask resolves the client
+  from the current context, and a runner's thread has none).
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from distributed import Actor, Client, Future, Variable, as_completed, secede
+from distributed import wait as dask_wait
+
+from esnb.noise import NoiseConfig
+from esnb.runners.executor.inline import ActorRef, Executor
+
+#: task states in which a task can no longer run (on a worker or the scheduler)
+SETTLED = frozenset({"memory", "error", "erred", "released", "forgotten"})
+
+
+def _hold(obj: Any) -> Any:
+    """The task behind :meth:`DaskExecutor.put`: its result is ``obj`` itself."""
+    return obj
+
+
+def _drive(genfn: Callable, *args) -> Any:
+    """A background loop as a long-running task: run the generator to its end."""
+    secede()
+    gen = genfn(*args)
+    while True:
+        try:
+            next(gen)
+        except StopIteration as stop:
+            return stop.value
+
+
+def attach(handle: dict) -> Actor:
+    """Inside a task: a proxy of the actor described by :meth:`ActorRef.handle`."""
+    module, name = handle["cls"].split(":")
+    cls = getattr(importlib.import_module(module), name)
+    return Actor(cls, handle["address"], handle["key"])
+
+
+class Channel:
+    """A named value on the scheduler (a Dask ``Variable``) that tasks read.
+
+    ``set`` holds a small value; ``publish`` sends a large one once as a task result and points
+    the variable at it (the previous one is released). Picklable: a task receives it as an
+    argument and reads it with its worker's client.
+    """
+
+    def __init__(self, name: str, client: Client | None = None):
+        self.name = name
+        self._var = Variable(name, client=client)
+        self._executor: DaskExecutor | None = None
+        self._published: Future | None = None
+
+    def __reduce__(self):
+        return Channel, (self.name,)
+
+    def set(self, value: Any) -> None:
+        self._var.set(value)
+
+    def publish(self, value: Any) -> None:
+        fut = self._executor.put(value, prefix=self.name)
+        self._var.set(fut)
+        old, self._published = self._published, fut
+        if old is not None:
+            old.release()
+
+    def get(self, timeout: float | None = None) -> Any:
+        value = self._var.get(timeout=timeout)
+        if isinstance(value, Future):
+            value = value.result(timeout=timeout)
+        return value
+
+    def delete(self) -> None:
+        if self._published is not None:
+            self._published.release()
+            self._published = None
+        try:
+            self._var.delete()
+        except Exception:  # noqa: BLE001 - the scheduler may be gone already
+            pass
+
+
+class DaskExecutor(Executor):
+    """Submits calls as futures (``pure=False``, unique keys) and gathers them in order.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    """
+
+    remote = True
+    reproducible = False
+
+    def __init__(self, client: Client):
+        self.client = client
+        self.token = uuid.uuid4().hex[:8]
+
+    @property
+    def dashboard_link(self) -> str | None:
+        return getattr(self.client, "dashboard_link", None)
+
+    # -- workers -----------------------------------------------------------------------------
+    def workers(self) -> dict[str, dict]:
+        """``{address: info}`` of the live workers, fetched from the scheduler now."""
+        return self.client.sync(self.client.scheduler.identity, n_workers=-1)["workers"]
+
+    @property
+    def n_workers(self) -> int:
+        return max(1, len(self.workers()))
+
+    def threads(self, exclude: Iterable[str] = ()) -> int:
+        info = self.workers()
+        skip = set(exclude)
+        return max(1, sum(int(w.get("nthreads", 1)) for a, w in info.items() if a not in skip))
+
+    def wait_for_workers(self, exclude: Iterable[str] = (), timeout: float = 60.0) -> list[str]:
+        """Live worker addresses (sorted) other than ``exclude``, waiting up to ``timeout``
+        for one to exist (a restarted worker may be joining)."""
+        skip = set(exclude)
+        deadline = time.monotonic() + timeout
+        while True:
+            workers = sorted(w for w in self.workers() if w not in skip)
+            if workers or time.monotonic() >= deadline:
+                return workers
+            time.sleep(0.2)
+
+    def prepare_noise(self, noise: NoiseConfig) -> None:
+        from esnb.cluster import register_noise_table
+
+        register_noise_table(self.client, noise)
+
+    # -- tasks -------------------------------------------------------------------------------
+    def submit(self, fn: Callable, *args, key: str | None = None, priority: int = 0,
+               workers: Sequence[str] | None = None, strict: bool = False,
+               resources: dict | None = None) -> Future:
+        """One task. ``workers`` are preferred (required with ``strict``)."""
+        kw: dict[str, Any] = dict(key=key or f"esnb-{self.token}-{uuid.uuid4().hex}",
+                                  pure=False, priority=priority)
+        if workers is not None:
+            kw.update(workers=list(workers), allow_other_workers=not strict)
+        if resources is not None:
+            kw["resources"] = resources
+        return self.client.submit(fn, *args, **kw)
+
+    def run(self, calls: Sequence[tuple[Callable, tuple]], label: str = "") -> list[Any]:
+        """Submit every ``(fn, args)`` and gather the results in submission order."""
+        tag = uuid.uuid4().hex[:8]
+        futures = [self.client.submit(fn, *args, key=f"esnb-{label}-{tag}-{i}", pure=False)
+                   for i, (fn, args) in enumerate(calls)]
+        try:
+            return self.client.gather(futures)
+        finally:
+            for f in futures:
+                f.release()
+
+    def gather(self, futures: Sequence[Future]) -> list[Any]:
+        return self.client.gather(list(futures))
+
+    def as_completed(self):
+        """Futures as they finish: ``add(future)``, ``next_batch(block=False)``, ``count()``."""
+        return as_completed(loop=self.client.loop)
+
+    def wait_first(self, futures: Sequence[Future], timeout: float | None = None):
+        """``(done, not_done)`` once one of ``futures`` finished or ``timeout`` passed."""
+        try:
+            with self.client.as_current():
+                res = dask_wait(list(futures), timeout=timeout, return_when="FIRST_COMPLETED")
+        except TimeoutError:
+            return set(), set(futures)
+        return res.done, res.not_done
+
+    def cancel(self, futures: Iterable[Future]) -> None:
+        futures = list(futures)
+        if futures:
+            self.client.cancel(futures)
+
+    def put(self, obj: Any, prefix: str = "esnb-put", priority: int = 0) -> Future:
+        """Send ``obj`` once, as a task that returns it (see the module's notes)."""
+        return self.client.submit(_hold, obj, key=f"{prefix}-{uuid.uuid4().hex}", pure=False,
+                                  priority=priority)
+
+    def release(self, handle: Future) -> None:
+        handle.release()
+
+    def stuck(self, keys: Iterable[str]) -> list[str]:
+        """Keys the scheduler cannot place (restricted to workers that are all gone)."""
+        keys = tuple(keys)
+        if not keys:
+            return []
+
+        def no_worker(dask_scheduler, keys=keys):
+            return [k for k in keys if k in dask_scheduler.tasks
+                    and dask_scheduler.tasks[k].state == "no-worker"]
+
+        return self.client.run_on_scheduler(no_worker)
+
+    def busy(self, prefix: str) -> int:
+        """Tasks whose key starts with ``prefix`` that the scheduler or a worker still holds
+        unsettled (a cancelled task the scheduler already sent can still start on a worker)."""
+
+        def on_workers(dask_worker, prefix=prefix):
+            return sum(str(key).startswith(prefix) and ts.state not in SETTLED
+                       for key, ts in list(dask_worker.state.tasks.items()))
+
+        def on_scheduler(dask_scheduler, prefix=prefix):
+            return sum(str(key).startswith(prefix) and ts.state not in SETTLED
+                       for key, ts in list(dask_scheduler.tasks.items()))
+
+        return int(self.client.run_on_scheduler(on_scheduler)
+                   or sum(self.client.run(on_workers).values()))
+
+    def run_on_workers(self, fn: Callable) -> dict[str, Any]:
+        return self.client.run(fn)
+
+    # -- actors and channels -----------------------------------------------------------------
+    def actor(self, cls: type, *args, key: str = "esnb-actor", worker: str | None = None,
+              resources: dict | None = None, avoid: Iterable[str] = (),
+              timeout: float = 60.0, place: str = "first") -> ActorRef:
+        """Create ``cls(*args)`` as an actor.
+
+        Parameters
+        ----------
+        worker : str, optional
+            Address to hold it (if alive; after a loss, any live worker).
+        resources : dict, optional
+            Worker resources to ask for instead (the long-lived actor worker).
+        avoid : iterable of str
+            Addresses to keep it off while another worker is alive.
+        place : {"first", "last"}
+            Which live worker (by address) takes it otherwise.
+        """
+        return ActorRef(self, cls, key, worker=worker, resources=resources, avoid=avoid,
+                        timeout=timeout, place=place).create(*args)
+
+    def _create_actor(self, ref: ActorRef, args: tuple, exclude: tuple):
+        kw: dict[str, Any] = dict(actor=True, pure=False, priority=100,
+                                  key=f"{ref.key}-{self.token}-{ref.generation}")
+        if ref.resources is not None:
+            kw["resources"] = ref.resources
+        else:
+            workers = self.wait_for_workers(exclude, ref.timeout)
+            if not workers:
+                raise RuntimeError(f"no live worker to hold the {ref.cls.__name__} actor")
+            if ref.worker in workers:
+                target = ref.worker
+            else:
+                choices = [w for w in workers if w not in ref.avoid] or workers
+                target = choices[-1] if ref.place == "last" else choices[0]
+            kw.update(workers=[target], allow_other_workers=False)
+        fut = self.client.submit(ref.cls, *args, **kw)
+        with self.client.as_current():
+            proxy = fut.result(timeout=ref.timeout)
+        return proxy, fut, proxy._address
+
+    def _actor_lost(self, ref: ActorRef) -> bool:
+        return ref._future is None or ref._future.status not in ("finished", "pending")
+
+    def _actor_call(self, ref: ActorRef, method: str, args: tuple, kwargs: dict):
+        return getattr(ref.obj, method)(*args, **kwargs)
+
+    def _actor_handle(self, ref: ActorRef) -> dict:
+        return {"cls": f"{ref.cls.__module__}:{ref.cls.__qualname__}", "address": ref.address,
+                "key": ref.obj.key, "generation": ref.generation}
+
+    def channel(self, name: str) -> Channel:
+        ch = Channel(f"{name}-{self.token}", client=self.client)
+        ch._executor = self
+        return ch
+
+    # -- background loops --------------------------------------------------------------------
+    def background(self, genfn: Callable, *args, key: str = "",
+                   worker: str | None = None) -> Future:
+        """Run the generator function ``genfn(*args)`` to its end as one long-running task
+        (pinned to ``worker`` if given); the future's result is its return value."""
+        kw: dict[str, Any] = dict(key=key or f"esnb-loop-{uuid.uuid4().hex}", pure=False)
+        if worker is not None:
+            kw.update(workers=[worker], allow_other_workers=False)
+        return self.client.submit(_drive, genfn, *args, **kw)
+
+    def turn(self) -> None:
+        """Background loops run by themselves on a cluster."""
+
+    def finish_background(self, limit: int = 0) -> None:
+        """Background loops end by themselves on a cluster."""
+
+    def close(self) -> None:
+        """Nothing to release: the client belongs to whoever made it."""

@@ -1,0 +1,450 @@
+"""One declaration per setting: the config dataclasses every runner is built from.
+
+An algorithm's settings are one dataclass (CleanRL's ``Args`` is the model). Each field is
+declared once with :func:`setting` -- default, bounds or choices, live or fixed, help, and the
+source paper's value -- and everything else is derived from that declaration:
+
+- the runner's constructor (``ES(env, sigma=0.05)``): unknown names, wrong types and values
+  out of range are refused with the setting's name and what it allows;
+- the live controls (:class:`esnb.controls.Controls`) of the fields marked ``live`` (and of
+  fixed fields shown in the panel, ``control=True``);
+- the CLI flags of ``esnb train <algo>`` with their default, choices and help;
+- the configuration stored in checkpoints (:meth:`Settings.to_dict` / :meth:`from_dict`);
+- the documentation tables (:func:`markdown_table`, :func:`preset_table`).
+
+Presets: ``laptop`` is the declared defaults (tuned for a 2-core machine); ``paper`` replaces
+every field that declares ``paper=`` with the source paper's value. ``why=`` says why the
+laptop value differs, and the preset table in the docs shows both.
+
+Examples
+--------
+>>> from dataclasses import dataclass
+>>> @dataclass(frozen=True)
+... class Demo(Settings):
+...     sigma: float = setting(0.02, low=0, low_open=True, live=True, help="noise std",
+...                            paper=0.05, why="smaller steps suit short runs")
+>>> Demo.build(preset="paper").sigma
+0.05
+>>> Demo.build(sigma=-1)
+Traceback (most recent call last):
+...
+ValueError: sigma must be a number in (0, inf), got -1
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import json
+import math
+import numbers
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from esnb.controls import Control, Controls
+
+PRESETS = ("laptop", "paper")
+#: value kinds of a setting (the first five are those of a live :class:`Control`)
+KINDS = ("float", "int", "bool", "choice", "str", "ints", "dict")
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class Setting:
+    """The declaration of one setting (kept in the dataclass field's metadata).
+
+    Attributes
+    ----------
+    kind : str
+        One of :data:`KINDS`; ``ints`` is a tuple of integers (layer sizes), ``dict`` a mapping
+        with string keys (extra ``gymnasium.make`` arguments).
+    help : str
+        One sentence, shown in ``--help``, widgets, errors and the docs.
+    low, high, low_open, high_open, choices, log, check
+        As :class:`~esnb.controls.Control` (``ints``: bounds of every element).
+    live : bool
+        May change while the run goes (a live control).
+    control : bool
+        Shown among the controls even though fixed (env, seed).
+    nullable : bool
+        ``None`` is allowed (``none`` on the command line); the help says what it means.
+    special : tuple of str
+        Words accepted besides the kind's values (``iw_k="auto"``); the config's
+        :meth:`Settings.prepare` turns them into values.
+    paper : Any
+        The source paper's value (``_MISSING``: the same as the default or not published).
+    why : str
+        Why the laptop default differs from the paper's value.
+    cli : bool
+        Offer a command-line flag.
+    """
+
+    kind: str
+    help: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    choices: tuple = ()
+    log: bool = False
+    check: Callable[[Any], str | None] | None = None
+    live: bool = False
+    control: bool = False
+    nullable: bool = False
+    special: tuple[str, ...] = ()
+    paper: Any = _MISSING
+    why: str = ""
+    cli: bool = True
+
+    @property
+    def has_paper(self) -> bool:
+        return self.paper is not _MISSING
+
+
+def setting(default: Any, *, help: str, kind: str | None = None, low: float | None = None,
+            high: float | None = None, low_open: bool = False, high_open: bool = False,
+            choices: Iterable = (), log: bool = False,
+            check: Callable[[Any], str | None] | None = None, live: bool = False,
+            control: bool = False, nullable: bool | None = None, special: Iterable[str] = (),
+            paper: Any = _MISSING, why: str = "", cli: bool = True) -> Any:
+    """A dataclass field declaring one setting; see :class:`Setting` for the arguments.
+
+    ``kind`` is inferred from ``choices`` or the default's type; give it when the default is
+    None. A tuple or dict default is copied for each instance.
+    """
+    choices = tuple(choices)
+    if kind is None:
+        kind = _infer_kind(default, choices)
+    if kind not in KINDS:
+        raise ValueError(f"setting kind must be one of {KINDS}, got {kind!r}")
+    if kind == "choice" and not choices:
+        raise ValueError("a choice setting needs choices")
+    meta = Setting(kind=kind, help=help, low=low, high=high, low_open=low_open,
+                   high_open=high_open, choices=choices, log=log, check=check, live=live,
+                   control=control, nullable=default is None if nullable is None else nullable,
+                   special=tuple(special), paper=paper, why=why, cli=cli)
+    if isinstance(default, dict):
+        frozen = dict(default)
+        return dataclasses.field(default_factory=lambda: dict(frozen), metadata={"esnb": meta})
+    if isinstance(default, list):
+        default = tuple(default)
+    return dataclasses.field(default=default, metadata={"esnb": meta})
+
+
+def _infer_kind(default: Any, choices: tuple) -> str:
+    if choices:
+        return "choice"
+    if isinstance(default, bool):
+        return "bool"
+    if isinstance(default, numbers.Integral):
+        return "int"
+    if isinstance(default, numbers.Real):
+        return "float"
+    if isinstance(default, str):
+        return "str"
+    if isinstance(default, (tuple, list)):
+        return "ints"
+    if isinstance(default, dict):
+        return "dict"
+    raise ValueError(f"cannot infer the kind of a setting whose default is {default!r}: "
+                     f"give kind=")
+
+
+def derive(parent: type, name: str, default: Any = _MISSING, **changes: Any) -> Any:
+    """A field of a subclass re-declaring ``parent``'s setting ``name`` with another default
+    (Ape-X DPG's exploration), keeping its help and bounds: written once per variant."""
+    field = {f.name: f for f in dataclasses.fields(parent)}[name]
+    meta = dataclasses.replace(field.metadata["esnb"], **changes)
+    if default is _MISSING:
+        default = field.default
+    return dataclasses.field(default=default, metadata={"esnb": meta})
+
+
+def _control(name: str, meta: Setting, default: Any) -> Control:
+    kind = "choice" if meta.kind == "choice" else meta.kind
+    return Control(name, kind, default, low=meta.low, high=meta.high, low_open=meta.low_open,
+                   high_open=meta.high_open, choices=meta.choices, help=meta.help,
+                   live=meta.live, log=meta.log, check=meta.check)
+
+
+def validate(name: str, meta: Setting, value: Any) -> Any:
+    """``value`` coerced to the setting's kind, or a ``ValueError`` naming the setting."""
+    if value is None:
+        if meta.nullable:
+            return None
+        raise ValueError(f"{name} must be {allowed(meta)}, got None")
+    if isinstance(value, str) and value in meta.special:
+        return value
+    if meta.kind in ("float", "int", "bool", "choice", "str"):
+        try:
+            return _control(name, meta, value).validate(value)
+        except ValueError as exc:
+            if (meta.special or meta.nullable) and str(exc).startswith(f"{name} must be "):
+                raise ValueError(f"{name} must be {allowed(meta)}, got {value!r}") from None
+            raise
+    if meta.kind == "ints":
+        if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+            raise ValueError(f"{name} must be {allowed(meta)}, got {value!r}")
+        element = dataclasses.replace(meta, kind="int", nullable=False)
+        try:
+            return tuple(_control(name, element, v).validate(v) for v in value)
+        except ValueError:
+            raise ValueError(f"{name} must be {allowed(meta)}, got {value!r}") from None
+    # dict: string keys, values that JSON can carry (they go into checkpoints)
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise ValueError(f"{name} must be {allowed(meta)}, got {value!r}")
+    try:
+        json.dumps(dict(value), allow_nan=False)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be {allowed(meta)}, got {value!r}") from None
+    return dict(value)
+
+
+def allowed(meta: Setting) -> str:
+    """What a setting accepts, in words."""
+    if meta.kind == "ints":
+        lo = "" if meta.low is None else f" >= {meta.low:g}"
+        text = f"a sequence of integers{lo}"
+    elif meta.kind == "dict":
+        text = "a mapping with string keys and JSON values"
+    else:
+        text = _control("x", meta, None).allowed()
+    extra = [repr(s) for s in meta.special] + (["None"] if meta.nullable else [])
+    return text + (f", or {' or '.join(extra)}" if extra else "")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Base of the config dataclasses (subclasses are ``@dataclass(frozen=True)``).
+
+    Instances are validated when made: each field by its declaration, then the cross-field
+    rules of :meth:`check`. Build one with :meth:`build` (presets, overrides, special words);
+    the constructor takes final values only.
+    """
+
+    #: the algorithm's name in checkpoints and the CLI
+    algorithm: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            meta = f.metadata.get("esnb")
+            if meta is not None:
+                object.__setattr__(self, f.name, validate(f.name, meta, getattr(self, f.name)))
+        self.check()
+
+    # -- to override -------------------------------------------------------------------------
+    @classmethod
+    def prepare(cls, values: dict[str, Any]) -> dict[str, Any]:
+        """Turn convenience values (special words, derived defaults) into final values."""
+        return values
+
+    def check(self) -> None:
+        """Cross-field rules; raise ``ValueError`` naming the settings involved."""
+
+    # -- declarations ------------------------------------------------------------------------
+    @classmethod
+    def declarations(cls) -> dict[str, tuple[Setting, Any]]:
+        """``{name: (Setting, default)}`` in declaration order."""
+        out = {}
+        for f in dataclasses.fields(cls):
+            meta = f.metadata.get("esnb")
+            if meta is None:
+                continue
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            out[f.name] = (meta, default)
+        return out
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(cls.declarations())
+
+    # -- making ------------------------------------------------------------------------------
+    @classmethod
+    def preset_values(cls, preset: str = "laptop") -> dict[str, Any]:
+        """The values a preset gives (every setting)."""
+        if preset not in PRESETS:
+            raise ValueError(f"preset must be one of {', '.join(map(repr, PRESETS))}, got "
+                             f"{preset!r}")
+        return {name: (meta.paper if preset == "paper" and meta.has_paper else default)
+                for name, (meta, default) in cls.declarations().items()}
+
+    @classmethod
+    def build(cls, preset: str = "laptop", **overrides: Any) -> Settings:
+        """The settings of ``preset`` with ``overrides`` applied, validated.
+
+        Raises
+        ------
+        ValueError
+            An unknown setting (with the closest known names), or a value a setting refuses.
+        """
+        check_names(cls, overrides)
+        values = {**cls.preset_values(preset), **overrides}
+        return cls(**cls.prepare(values))
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with ``changes`` (validated)."""
+        check_names(type(self), changes)
+        return type(self)(**type(self).prepare({**self.to_dict(), **changes}))
+
+    # -- derived views -----------------------------------------------------------------------
+    def controls(self) -> Controls:
+        """The live controls (and fixed fields marked ``control``) with these values."""
+        schema = [_control(name, meta, default)
+                  for name, (meta, default) in self.declarations().items()
+                  if meta.live or meta.control]
+        return Controls(schema, {c.name: getattr(self, c.name) for c in schema})
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able values (tuples as lists), as stored in checkpoints."""
+        out = {}
+        for name in self.names():
+            value = getattr(self, name)
+            out[name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> Settings:
+        """Settings from :meth:`to_dict` (validated; unknown names are refused)."""
+        check_names(cls, values)
+        defaults = cls.preset_values("laptop")
+        return cls(**cls.prepare({**defaults, **dict(values)}))
+
+
+def check_names(cls: type[Settings], values: Mapping[str, Any]) -> None:
+    """Refuse names that are not settings of ``cls``, suggesting the closest ones."""
+    known = cls.names()
+    unknown = [n for n in values if n not in known]
+    if not unknown:
+        return
+    hints = []
+    for n in unknown:
+        close = difflib.get_close_matches(n, known, n=2)
+        hints.append(f"{n!r}" + (f" (did you mean {' or '.join(map(repr, close))}?)"
+                                 if close else ""))
+    raise ValueError(f"unknown setting {', '.join(hints)} for {cls.algorithm or cls.__name__}; "
+                     f"settings: {', '.join(known)}")
+
+
+# -- command line ---------------------------------------------------------------------------
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (tuple, list)):
+        return " ".join(str(v) for v in value) if value else "(none)"
+    if isinstance(value, dict):
+        return json.dumps(value)
+    return str(value)
+
+
+def _parser_for(name: str, meta: Setting) -> Callable[[str], Any]:
+    """argparse ``type=``: text to a value (validated later, with the setting's name)."""
+
+    def parse(text: str) -> Any:
+        if meta.nullable and text.lower() == "none":
+            return None
+        if text in meta.special:
+            return text
+        try:
+            if meta.kind == "float":
+                return float(text)
+            if meta.kind in ("int", "ints"):
+                number = float(text)  # 1e6 is a valid step count
+                if not number.is_integer():
+                    raise ValueError
+                return int(number)
+            if meta.kind == "dict":
+                return json.loads(text)
+        except ValueError:
+            words = " or ".join(repr(s) for s in meta.special)
+            raise argparse.ArgumentTypeError(
+                f"{_flag(name)} must be {allowed(meta)}, got {text!r}"
+                + (f" ({words} accepted)" if words else "")) from None
+        return text
+
+    parse.__name__ = meta.kind
+    return parse
+
+
+def help_text(name: str, meta: Setting, default: Any) -> str:
+    """``--help`` text: the sentence, then default, paper value, choices, live."""
+    parts = [f"default: {_show(default)}"]
+    if meta.has_paper and meta.paper != default:
+        parts.append(f"paper: {_show(meta.paper)}")
+    if meta.live:
+        parts.append("live")
+    text = meta.help.rstrip(".")
+    return f"{text} [{'; '.join(parts)}]".replace("%", "%%")
+
+
+def add_arguments(parser: argparse.ArgumentParser, cls: type[Settings],
+                  skip: Iterable[str] = ()) -> None:
+    """One flag per setting of ``cls`` (argparse's default is "not given", so presets apply).
+
+    Booleans get ``--x/--no-x``; layer sizes take several integers; dicts take JSON.
+    """
+    group = parser.add_argument_group(f"{cls.algorithm or cls.__name__} settings")
+    skip = set(skip)
+    for name, (meta, default) in cls.declarations().items():
+        if not meta.cli or name in skip:
+            continue
+        kw: dict[str, Any] = dict(dest=name, default=argparse.SUPPRESS,
+                                  help=help_text(name, meta, default))
+        if meta.kind == "bool":
+            kw["action"] = argparse.BooleanOptionalAction
+        else:
+            kw["type"] = _parser_for(name, meta)
+            kw["metavar"] = name.upper()
+            if meta.kind == "choice":
+                shown = {_show(c): c for c in (*meta.choices, *meta.special)}
+                kw["choices"] = list(shown.values())
+                kw["metavar"] = "{" + ",".join(shown) + "}"
+                kw["type"] = lambda text, shown=shown: shown.get(text, text)
+            elif meta.kind == "ints":
+                kw["nargs"] = "+"
+        group.add_argument(_flag(name), **kw)
+
+
+def given(args: argparse.Namespace, cls: type[Settings]) -> dict[str, Any]:
+    """The settings given on the command line (those not given keep the preset's value)."""
+    return {name: getattr(args, name) for name in cls.names() if hasattr(args, name)}
+
+
+# -- documentation --------------------------------------------------------------------------
+def _cell(value: Any) -> str:
+    return f"`{_show(value)}`"
+
+
+def markdown_table(cls: type[Settings]) -> str:
+    """Every setting: name, default, paper value, live, what is allowed, help."""
+    rows = ["| setting | default | paper | live | allowed | what it is |",
+            "|---|---|---|---|---|---|"]
+    for name, (meta, default) in cls.declarations().items():
+        paper = _cell(meta.paper) if meta.has_paper and meta.paper != default else ""
+        rows.append(f"| `{name}` | {_cell(default)} | {paper} | {'yes' if meta.live else ''} "
+                    f"| {allowed(meta)} | {meta.help} |")
+    return "\n".join(rows)
+
+
+def preset_table(cls: type[Settings]) -> str:
+    """The settings where ``paper`` differs from ``laptop``, and why."""
+    rows = ["| setting | laptop | paper | why the laptop value differs |", "|---|---|---|---|"]
+    for name, (meta, default) in cls.declarations().items():
+        if meta.has_paper and meta.paper != default:
+            rows.append(f"| `{name}` | {_cell(default)} | {_cell(meta.paper)} | {meta.why} |")
+    return "\n".join(rows)
+
+
+def is_number(value: Any) -> bool:
+    """A finite real number (not a bool)."""
+    return (isinstance(value, numbers.Real) and not isinstance(value, bool)
+            and math.isfinite(float(value)))

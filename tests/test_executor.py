@@ -1,0 +1,140 @@
+"""The executor layer: the same calls inline and on a real LocalCluster give the same results,
+actors come back after their worker dies, channels reach tasks, background loops run."""
+
+import os
+import signal
+import time
+
+import pytest
+
+from esnb.runners.executor import InlineExecutor, make_executor, resolve_client
+from esnb.runners.executor.on_dask import DaskExecutor, attach
+
+
+class Counter:
+    """A small actor."""
+
+    def __init__(self, start: int = 0):
+        self.n = start
+
+    def add(self, k: int) -> int:
+        self.n += k
+        return self.n
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+def square(x):
+    return x * x
+
+
+def fail(x):
+    raise ValueError(f"bad {x}")
+
+
+def through_actor(handle, k):
+    """A task calling an actor it was given a handle of (attach on a cluster)."""
+    obj = attach(handle) if isinstance(handle, dict) else handle
+    out = obj.add(k)
+    return out.result() if hasattr(out, "result") else out
+
+
+def read_channel(channel):
+    return channel.get(timeout=10)
+
+
+def counting_loop(channel, limit):
+    """A background loop: counts until the channel says stop (or ``limit``)."""
+    n = 0
+    while True:
+        n += 1
+        yield n
+        if n >= limit or channel.get(timeout=10).get("stop"):
+            return n
+
+
+@pytest.fixture(params=["inline", "dask"])
+def executor(request, client):
+    return InlineExecutor() if request.param == "inline" else DaskExecutor(client)
+
+
+def test_make_executor_decides_once():
+    assert isinstance(make_executor(False), InlineExecutor)
+    assert isinstance(make_executor(None), InlineExecutor)  # no default client in tests
+    ex = InlineExecutor()
+    assert make_executor(ex) is ex and resolve_client(ex) is None
+    with pytest.raises(TypeError, match="client must be a distributed.Client"):
+        make_executor("tcp://127.0.0.1:1")
+
+
+def test_run_keeps_submission_order_and_put_roundtrips(executor):
+    assert executor.run([(square, (i,)) for i in range(7)], "sq") == [i * i for i in range(7)]
+    handle = executor.put([1, 2, 3])
+    assert executor.run([(len, (handle,))])[0] == 3
+    executor.release(handle)
+    assert executor.n_workers >= 1 and executor.threads() >= 1 and executor.workers()
+
+
+def test_submit_errors_and_as_completed(executor):
+    ok, bad = executor.submit(square, 3), executor.submit(fail, 4)
+    ac = executor.as_completed()
+    ac.add(ok)
+    ac.add(bad)
+    done = []
+    deadline = time.monotonic() + 30
+    while len(done) < 2 and time.monotonic() < deadline:
+        done += ac.next_batch(block=False)
+        time.sleep(0.01)
+    assert {f.key for f in done} == {ok.key, bad.key}
+    assert ok.result() == 9
+    assert bad.status == "error" and "bad 4" in str(bad.exception())
+    with pytest.raises(ValueError, match="bad 4"):
+        bad.result()
+
+
+def test_actors_are_called_directly_and_from_tasks(executor):
+    ref = executor.actor(Counter, 10, key="esnb-test-counter")
+    assert ref.submit("add", 5).result() == 15
+    assert executor.run([(through_actor, (ref.handle(), 2))])[0] == 17
+    assert not ref.lost
+    ref.release()
+
+
+def test_channels_reach_tasks(executor):
+    ch = executor.channel("esnb-test-channel")
+    ch.set({"x": 1})
+    assert executor.run([(read_channel, (ch,))])[0] == {"x": 1}
+    ch.publish(list(range(1000)))  # a large value: sent once as a task result
+    assert executor.run([(read_channel, (ch,))])[0][-1] == 999
+    ch.delete()
+
+
+def test_background_loops_stop_when_told(executor):
+    ch = executor.channel("esnb-test-loop")
+    ch.set({"stop": False})
+    fut = executor.background(counting_loop, ch, 10_000, key="esnb-test-loop-task")
+    for _ in range(3):
+        executor.turn()  # inline: three steps; on a cluster it runs by itself
+    ch.set({"stop": True})
+    executor.finish_background()
+    n = fut.result(timeout=30)
+    assert n >= 1 if executor.remote else n == 3
+    ch.delete()
+
+
+def test_an_actor_comes_back_after_its_worker_dies(fresh_client):
+    ex = DaskExecutor(fresh_client)
+    ref = ex.actor(Counter, 0, key="esnb-test-phoenix")
+    first = ref.address
+    pid = ref.submit("pid").result()
+    os.kill(pid, signal.SIGKILL)  # the nanny restarts the process
+    deadline = time.monotonic() + 60
+    while not ref.lost and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert ref.lost and ref.confirm_lost()
+    ref.create(100, exclude=(first,))
+    assert ref.generation == 1 and ref.address != first and not ref.lost
+    assert ref.submit("add", 1).result() == 101
+    # the listing of live workers never comes back empty while workers exist
+    assert all(len(ex.workers()) >= 1 for _ in range(20))
