@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from esnb.runners.executor import InlineExecutor, make_executor, resolve_client
-from esnb.runners.executor.on_dask import DaskExecutor, attach
+from esnb.runners.executor import InlineExecutor, attach, make_executor, resolve_client
+from esnb.runners.executor.on_dask import DaskExecutor
 
 
 class Counter:
@@ -34,10 +34,8 @@ def fail(x):
 
 
 def through_actor(handle, k):
-    """A task calling an actor it was given a handle of (attach on a cluster)."""
-    obj = attach(handle) if isinstance(handle, dict) else handle
-    out = obj.add(k)
-    return out.result() if hasattr(out, "result") else out
+    """A task calling an actor it was given a handle of: the same code inline and on Dask."""
+    return attach(handle).add(k).result(timeout=10)
 
 
 def read_channel(channel):

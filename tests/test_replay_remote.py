@@ -1,5 +1,5 @@
-"""The replay as a Dask actor on real worker processes: batched calls, checkpoints, and
-recovery after the worker holding it is killed."""
+"""The replay as a service: batched calls and checkpoints inline and as a Dask actor on real
+worker processes, and recovery after the worker holding it is killed."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ import time
 import numpy as np
 import pytest
 
-from esnb.replay.remote import RemoteReplay, ReplayLost
+from esnb.replay.server import ReplayLost
+from esnb.runners.executor import InlineExecutor
+from esnb.runners.executor.on_dask import DaskExecutor
+from esnb.runners.replay_service import ReplayService
 
 SPEC = {"obs": ((4,), "float32"), "action": "int64"}
 CONFIG = dict(capacity=5000, prioritized=True, spec=SPEC, min_size=10)
@@ -21,10 +24,12 @@ def batch(n, start=0):
     return {"obs": np.repeat(i[:, None], 4, axis=1).astype(np.float32), "action": i}
 
 
-def test_batched_calls_through_the_actor(client, tmp_path):
-    replay = RemoteReplay(client, CONFIG, seed=1, checkpoint_path=str(tmp_path / "r.npz"))
+@pytest.mark.parametrize("where", ["inline", "dask"])
+def test_batched_calls_through_the_actor(client, tmp_path, where):
+    executor = DaskExecutor(client) if where == "dask" else InlineExecutor()
+    replay = ReplayService(executor, CONFIG, seed=1, checkpoint_path=str(tmp_path / "r.npz"))
     try:
-        assert replay.address in client.scheduler_info()["workers"]
+        assert replay.address in executor.workers()
         assert replay.call("sample", 8, 4) is None  # under min_size: nothing, no error
         out = replay.call("add", batch(200), np.linspace(0.1, 2, 200), (3, np.arange(200)),
                           {"loop": 0, "env_steps": 200, "episodes": [(3, 12.0, 40)]})
@@ -59,7 +64,8 @@ def test_batched_calls_through_the_actor(client, tmp_path):
 def test_replay_is_recreated_from_its_checkpoint_when_its_worker_dies(fresh_client, tmp_path):
     client = fresh_client
     path = str(tmp_path / "replay.npz")
-    replay = RemoteReplay(client, CONFIG, seed=2, checkpoint_path=path, timeout=30)
+    replay = ReplayService(DaskExecutor(client), CONFIG, seed=2, checkpoint_path=path,
+                           timeout=30)
     first = replay.address
     replay.call("add", batch(1000), np.ones(1000), (0, np.arange(1000)))
     assert replay.maybe_checkpoint(force=True)["size"] == 1000

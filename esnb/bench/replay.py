@@ -100,7 +100,7 @@ def in_process(capacity: int, batch: int, insert_batch: int, seconds: float,
 
 def _pusher(info: dict, insert_batch: int, seconds: float, seed: int) -> dict:
     """An actor loop's pushing pattern, from a task: batches, one call at a time."""
-    from esnb.replay.remote import attach
+    from esnb.runners.executor import attach
 
     replay = attach(info)
     rng = np.random.default_rng(seed)
@@ -118,7 +118,8 @@ def through_actor(capacity: int, batch: int, insert_batch: int, seconds: float,
     import logging
 
     from esnb.cluster import make_client
-    from esnb.replay.remote import RemoteReplay
+    from esnb.runners.executor.on_dask import DaskExecutor
+    from esnb.runners.replay_service import ReplayService
 
     out = {}
     # actor calls from this process go straight to the worker (0.7 ms, not ~1-2 ms via the
@@ -129,7 +130,7 @@ def through_actor(capacity: int, batch: int, insert_batch: int, seconds: float,
     try:
         workers = sorted(client.scheduler_info()["workers"])
         config = dict(capacity=capacity, prioritized=True, spec=SPEC)
-        replay = RemoteReplay(client, config, seed=0, worker=workers[0])
+        replay = ReplayService(DaskExecutor(client), config, seed=0, worker=workers[0])
         rng = np.random.default_rng(1)
         t0 = time.perf_counter()
         fill(lambda b, p: replay.call("add", b, p), capacity, rng)

@@ -2,6 +2,6 @@
 
 from esnb.envs.make import env_spaces, make_env
 from esnb.envs.obs_stats import ObsStats
-from esnb.envs.rollout import Episode, FastEnv, run_episode
+from esnb.envs.rollout import Episode, FastEnv, cached_env, run_episode
 
-__all__ = ["Episode", "FastEnv", "ObsStats", "env_spaces", "make_env", "run_episode"]
+__all__ = ["Episode", "FastEnv", "ObsStats", "cached_env", "env_spaces", "make_env", "run_episode"]

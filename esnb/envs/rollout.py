@@ -27,7 +27,7 @@ class Episode:
     ``finite`` is False when the environment returned a non-finite reward or observation: the
     episode stopped there and its numbers must not be averaged in. ``obs_sum``/``obs_sumsq``/
     ``obs_count`` are filled only when observations were collected (float64 sums over the
-    observations the policy acted on).
+    observations the policy acted on); ``transitions`` only when recorded.
     """
 
     ret: float
@@ -38,6 +38,7 @@ class Episode:
     obs_sum: np.ndarray | None = None
     obs_sumsq: np.ndarray | None = None
     obs_count: int = 0
+    transitions: dict[str, np.ndarray] | None = None
 
 
 class FastEnv:
@@ -102,16 +103,36 @@ def cached_env(env_id: str, max_episode_steps: int | None = None,
 
 
 def run_episode(env: FastEnv, policy, seed: int, collect_obs: bool = False,
-                action_noise: float = 0.0, rng: np.random.Generator | None = None) -> Episode:
-    """Run one episode of ``policy`` (anything with ``act(obs)``) from ``reset(seed=seed)``.
+                record: bool = False) -> Episode:
+    """Run one episode from ``reset(seed=seed)``: the one episode loop of esnb.
+
+    Parameters
+    ----------
+    env : FastEnv
+    policy : callable or object with ``act``
+        ``act(obs) -> action``, exploration included (see :func:`gaussian_noise`,
+        :func:`scaled_noise`, :func:`uniform_actions`).
+    seed : int
+        The environment's reset seed.
+    collect_obs : bool
+        Hook: float64 sums and squared sums of the observations acted on (observation
+        normalisation statistics).
+    record : bool
+        Hook: the transitions, ``obs``, ``action``, ``reward``, ``next_obs`` (float64 arrays
+        of the steps taken) and ``done`` (termination at the last step; a time limit is not
+        one), only for a finite episode.
 
     Termination and truncation (time limit or cap) both end the rollout; which one is recorded.
-    ``action_noise`` adds N(0, action_noise^2) to Box actions, drawn from ``rng``.
+    A non-finite reward ends it at once and a non-finite observation marks it; either makes
+    ``finite`` False.
     """
     core, limit = env.core, env.limit
-    step, act = core.step, policy.act
+    step = core.step
+    act = getattr(policy, "act", policy)
     obs, _ = core.reset(seed=int(seed))
-    buf = env.obs_buffer() if collect_obs else None
+    buf = env.obs_buffer() if (collect_obs or record) else None
+    actions: list | None = [] if record else None
+    rewards: list | None = [] if record else None
     total, t = 0.0, 0
     terminated = truncated = False
     finite = True
@@ -119,9 +140,10 @@ def run_episode(env: FastEnv, policy, seed: int, collect_obs: bool = False,
         if buf is not None:
             buf[t] = np.ravel(obs)
         a = act(obs)
-        if action_noise:
-            a = a + action_noise * rng.standard_normal(a.shape).astype(np.float32)
         obs, r, terminated, truncated, _ = step(a)
+        if actions is not None:
+            actions.append(a)
+            rewards.append(r)
         t += 1
         r = float(r)
         if not math.isfinite(r):
@@ -134,11 +156,56 @@ def run_episode(env: FastEnv, policy, seed: int, collect_obs: bool = False,
     if finite and not np.all(np.isfinite(obs)):
         finite = False
     ep = Episode(total, t, bool(terminated), truncated, finite)
-    if buf is not None and finite:
+    if collect_obs and finite:
         seen = buf[:t]
         ep.obs_sum = seen.sum(axis=0)
         ep.obs_sumsq = np.square(seen).sum(axis=0)
         ep.obs_count = t
         if not (np.all(np.isfinite(ep.obs_sum)) and np.all(np.isfinite(ep.obs_sumsq))):
             ep.finite = False
+    if record and ep.finite:
+        buf[t] = np.ravel(obs)
+        done = np.zeros(t, dtype=bool)
+        done[-1] = bool(terminated)
+        ep.transitions = {"obs": buf[:t].copy(), "action": np.asarray(actions),
+                          "reward": np.asarray(rewards, dtype=np.float64),
+                          "next_obs": buf[1:t + 1].copy(), "done": done}
     return ep
+
+
+# -- exploration, as wrappers of a policy's act ----------------------------------------------
+def gaussian_noise(act, std: float, rng: np.random.Generator):
+    """``act`` plus N(0, std^2) on every action component (OpenAI-ES's ``ac_noise_std``)."""
+    if not std:
+        return act
+    std = float(std)
+
+    def noisy(obs):
+        a = act(obs)
+        return a + std * rng.standard_normal(a.shape).astype(np.float32)
+
+    return noisy
+
+
+def scaled_noise(act, scale: np.ndarray, low: np.ndarray, high: np.ndarray,
+                 rng: np.random.Generator):
+    """``act`` plus ``scale * N(0, 1)`` per component, clipped to ``[low, high]`` (TD3's
+    exploration with the scale a fraction of the half-range)."""
+    dim = len(low)
+
+    def noisy(obs):
+        a = act(obs)
+        a += scale * rng.standard_normal(dim, dtype=np.float32)
+        np.clip(a, low, high, out=a)
+        return a
+
+    return noisy
+
+
+def uniform_actions(low: np.ndarray, high: np.ndarray, rng: np.random.Generator):
+    """Uniformly random Box actions (warm-up episodes that only fill a replay)."""
+
+    def random(obs):
+        return rng.uniform(low, high).astype(np.float32)
+
+    return random

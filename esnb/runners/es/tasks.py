@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from esnb.envs.rollout import FastEnv, cached_env, run_episode
+from esnb.envs.rollout import FastEnv, cached_env, gaussian_noise, run_episode
 from esnb.noise import NoiseConfig, get_noise_table
 from esnb.policies.numpy_mlp import NumpyPolicy
 from esnb.policies.spec import PolicySpec
@@ -101,11 +101,11 @@ def es_pairs(cfg: RolloutConfig, payload: PolicyPayload, indices: np.ndarray,
         for member, sign in ((0, 1.0), (1, -1.0)):
             params = theta + np.float32(sign) * sigma * eps
             policy = NumpyPolicy(spec, params, payload.obs_mean, payload.obs_std)
-            rng = None
+            act = policy.act
             if cfg.action_noise:
-                rng = np.random.default_rng([int(env_seeds[j]), member])
-            ep = run_episode(env, policy, int(env_seeds[j]), collect_obs=bool(collect[j, member]),
-                             action_noise=cfg.action_noise, rng=rng)
+                act = gaussian_noise(act, cfg.action_noise,
+                                     np.random.default_rng([int(env_seeds[j]), member]))
+            ep = run_episode(env, act, int(env_seeds[j]), collect_obs=bool(collect[j, member]))
             out["returns"][j, member] = ep.ret
             out["lengths"][j, member] = ep.length
             out["terminated"][j, member] = ep.terminated

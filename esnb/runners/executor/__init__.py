@@ -39,10 +39,21 @@ from esnb.runners.executor.inline import (
     Done,
     Executor,
     InlineExecutor,
+    LocalProxy,
 )
 
 __all__ = ["INLINE", "ActorRef", "Box", "Completions", "Done", "Executor", "InlineExecutor",
-           "make_executor", "resolve_client", "session"]
+           "LocalProxy", "attach", "make_executor", "resolve_client", "session"]
+
+
+def attach(handle: Any) -> Any:
+    """Inside a task: the actor behind :meth:`ActorRef.handle` -- its calls return futures
+    (``.result(timeout)``), inline and on a cluster alike."""
+    if isinstance(handle, dict):
+        from esnb.runners.executor.on_dask import attach as attach_dask
+
+        return attach_dask(handle)
+    return handle
 
 
 def resolve_client(client):

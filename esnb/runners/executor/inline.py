@@ -94,6 +94,25 @@ class Box:
         self._value, self._set = None, False
 
 
+class LocalProxy:
+    """An inline actor as tasks see it: every method call returns a finished future, as a
+    Dask actor's call returns an ``ActorFuture``; so task code is the same inline and on a
+    cluster."""
+
+    def __init__(self, obj: Any):
+        self._obj = obj
+
+    def __getattr__(self, name: str):
+        method = getattr(self._obj, name)
+        if not callable(method):
+            return method
+
+        def call(*args, **kwargs):
+            return Done.of(method, *args, **kwargs)
+
+        return call
+
+
 class ActorRef:
     """An actor held by an executor, recreated on demand.
 
@@ -164,8 +183,9 @@ class ActorRef:
         return self.executor._actor_call(self, method, args, kwargs)
 
     def handle(self) -> Any:
-        """What a task needs to reach this actor: the instance itself inline, else
-        ``{"address", "key", "generation"}`` for :func:`esnb.runners.dask_executor.attach`."""
+        """What a task needs to reach this actor (pass it to :func:`esnb.runners.executor.attach`
+        inside the task): a :class:`LocalProxy` inline, else ``{"cls", "address", "key",
+        "generation"}``."""
         return self.executor._actor_handle(self)
 
     def release(self) -> None:
@@ -259,7 +279,7 @@ class InlineExecutor(Executor):
         return Done.of(getattr(ref.obj, method), *args, **kwargs)
 
     def _actor_handle(self, ref: ActorRef) -> Any:
-        return ref.obj
+        return LocalProxy(ref.obj)
 
     def channel(self, name: str) -> Box:
         return Box(name)

@@ -1,0 +1,160 @@
+"""The replay as a service: :class:`ReplayServer`, a buffer plus the bookkeeping a distributed
+run needs, written as a plain class that an executor holds as an actor (a Dask actor on a
+worker, or an object in this process; see :class:`esnb.runners.replay_service.ReplayService`).
+
+Callers batch their calls: actors add 100-1000 transitions per call, learners sample several
+batches per call (:meth:`ReplayServer.sample`) and send priorities back in one call (an actor
+call costs ~1-2 ms, the computation less).
+
+The server lowers the Python thread switch interval of its worker process (default 0.5 ms):
+a busy actor loop on the same worker otherwise holds the GIL for the default 5 ms slices and a
+replay call waited ~24 ms instead of ~2 ms (measured).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+from esnb.replay.buffer import buffer_from_config, join_state, split_state
+
+CHECKPOINT_ALGORITHM = "replay"
+
+
+class ReplayLost(RuntimeError):
+    """The worker holding the replay actor is gone (recreate it with
+    :meth:`~esnb.runners.replay_service.ReplayService.recover`)."""
+
+
+class ReplayServer:
+    """The actor: a buffer plus the bookkeeping a distributed run needs.
+
+    Plain Python (it runs in-process too); every method takes and returns batches.
+
+    Parameters
+    ----------
+    config : dict
+        Buffer constructor arguments plus ``prioritized`` (see
+        :func:`~esnb.replay.buffer.buffer_from_config`).
+    seed : int
+        Seeds the server's generator (sampling and priority eviction).
+    checkpoint : str, optional
+        Restore from this file if it exists.
+    switch_interval : float, optional
+        ``sys.setswitchinterval`` for this process (None: leave it).
+    """
+
+    def __init__(self, config: dict, seed: int = 0, checkpoint: str | None = None,
+                 switch_interval: float | None = 0.0005):
+        self.buffer = buffer_from_config(config)
+        self.rng = np.random.default_rng(seed)
+        self.restored = 0
+        self.infos: list[dict] = []
+        self.created = time.time()
+        if checkpoint is not None and os.path.exists(checkpoint):
+            from esnb.record import load_checkpoint
+
+            meta, arrays = load_checkpoint(checkpoint, CHECKPOINT_ALGORITHM)
+            self.buffer.load_state_dict(join_state(meta, arrays))
+            self.restored = len(self.buffer)
+        if switch_interval is not None:
+            sys.setswitchinterval(float(switch_interval))
+
+    def add(self, batch: dict, priorities=None, keys=None, info: dict | None = None) -> dict:
+        """Store a batch (see :meth:`ReplayBuffer.add`); ``info`` is kept for :meth:`drain`.
+
+        Returns ``stored``, ``size`` and ``throttle`` (True: inserts are ahead of the
+        samples-per-insert ratio and the writer should wait, see :meth:`insert_ready`).
+        """
+        ids = self.buffer.add(batch, priorities, keys)
+        if info is not None:
+            self.infos.append(info)
+        return {"stored": int((ids >= 0).sum()), "size": len(self.buffer),
+                "throttle": not self.buffer.insert_ready()}
+
+    def insert_ready(self, n: int = 1) -> bool:
+        """Whether writers may add ``n`` more items without outrunning the learner."""
+        return self.buffer.insert_ready(n)
+
+    def sample(self, batch_size: int, n_batches: int = 1, beta: float | None = None):
+        """Up to ``n_batches`` batches stacked along a new first axis, or None when the rate
+        limiter allows none now.
+
+        Returns
+        -------
+        dict or None
+            ``{"batch": {field: [k, B, ...]}, "ids": [k, B], "weights": [k, B]}``.
+        """
+        batches, ids, weights = [], [], []
+        for _ in range(int(n_batches)):
+            if not self.buffer.ready(batch_size):
+                break
+            b, i, w = self.buffer.sample(batch_size, self.rng, beta)
+            batches.append(b)
+            ids.append(i)
+            weights.append(w)
+        if not batches:
+            return None
+        return {"batch": {k: np.stack([b[k] for b in batches]) for k in batches[0]},
+                "ids": np.stack(ids), "weights": np.stack(weights)}
+
+    def exchange(self, ids, priorities, batch_size: int, n_batches: int = 1,
+                 beta: float | None = None, evict: bool = False):
+        """New priorities for earlier samples (``ids`` None: none), optional eviction, then
+        :meth:`sample`: a learner's cycle in one call (an actor call costs ~1-2 ms, the
+        computation less)."""
+        if ids is not None:
+            self.update_priorities(ids, priorities, evict)
+        elif evict:
+            self.buffer.evict(self.rng)
+        return self.sample(batch_size, n_batches, beta)
+
+    def update_priorities(self, ids, priorities, evict: bool = False) -> dict:
+        """New priorities for sampled ids (any shape); optionally :meth:`evict` after."""
+        n = self.buffer.update_priorities(np.asarray(ids).ravel(),
+                                          np.asarray(priorities).ravel())
+        evicted = self.buffer.evict(self.rng) if evict else 0
+        return {"updated": n, "evicted": evicted, "size": len(self.buffer)}
+
+    def evict(self) -> int:
+        return self.buffer.evict(self.rng)
+
+    def high_water(self, actors) -> list[int]:
+        """Per-actor high-water marks (-1: nothing stored yet)."""
+        return [self.buffer.high_water(int(a)) for a in actors]
+
+    def ready(self, batch_size: int = 1) -> bool:
+        return self.buffer.ready(batch_size)
+
+    def stats(self) -> dict[str, Any]:
+        return {**self.buffer.stats(), "restored": self.restored}
+
+    def drain(self) -> dict[str, Any]:
+        """Stats plus the ``info`` dicts received since the last drain."""
+        infos, self.infos = self.infos, []
+        return {"stats": self.stats(), "infos": infos}
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.buffer.state_dict()
+
+    def checkpoint(self, path: str) -> dict[str, Any]:
+        """Write the buffer to ``path`` atomically; returns size, bytes and seconds."""
+        from esnb.record import save_checkpoint
+
+        t0 = time.perf_counter()
+        meta, arrays = split_state(self.buffer.state_dict())
+        save_checkpoint(path, CHECKPOINT_ALGORITHM, meta, arrays)
+        return {"size": len(self.buffer), "bytes": os.path.getsize(path),
+                "seconds": time.perf_counter() - t0, "path": str(path)}
+
+
+def is_loss(exc: BaseException) -> bool:
+    """Whether an actor call failed because the actor's worker is gone."""
+    text = str(exc)
+    return (isinstance(exc, (OSError, ReplayLost)) or "Worker holding Actor was lost" in text
+            or "Unable to contact Actor" in text or type(exc).__name__ in (
+                "CommClosedError", "KilledWorker", "FutureCancelledError", "CancelledError"))
