@@ -24,8 +24,10 @@ class NoiseConfig:
     Attributes
     ----------
     size : int
-        Number of float32 entries (25M = 100 MB, as OpenAI's released code). A table must be
-        larger than the parameter count of the policies that draw from it.
+        Number of float32 entries. esnb's default is 25M (100 MB per process); OpenAI's
+        released code used 250M (1 GB: ``es_distributed/es.py``, ``count = 250000000``), which
+        ``ES(preset="paper")`` selects. A table must be larger than the parameter count of the
+        policies that draw from it.
     seed : int
         Seed of the generator that fills the table. Workers and driver must agree.
     """
