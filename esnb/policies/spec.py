@@ -1,15 +1,19 @@
-"""What a policy is: sizes, activation, action kind, and the layout of its flat parameters.
+"""What a policy is: an :class:`~esnb.nets.MLP` (esnb's one network family) plus what acting
+needs -- the action kind and bounds, and observation normalisation.
 
-A policy's parameters live in one flat float32 vector, layer after layer, each layer's weight
-matrix ``[out, in]`` (row-major) followed by its bias ``[out]``. The torch model and the numpy
-fast path read views of that same vector, so ES perturbs and updates a single array.
+A policy's parameters live in one flat float32 vector, laid out as its MLP's (layer after
+layer, weight ``[out, in]`` then bias). The torch model and the numpy fast path read views of
+that same vector, so ES perturbs and updates a single array.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from esnb.nets.mlp import MLP, init_normc
 
 ACTIVATIONS = ("tanh", "relu")
 
@@ -63,26 +67,23 @@ class PolicySpec:
     def sizes(self) -> tuple[int, ...]:
         return (self.obs_dim, *self.hidden, self.act_dim)
 
+    @functools.cached_property
+    def mlp(self) -> MLP:
+        """The network: linear outputs (logits, or actions before the bounds are applied)."""
+        return MLP(self.sizes, activation=self.activation)
+
     @property
     def layer_shapes(self) -> list[tuple[int, int]]:
         """``(out, in)`` of every linear layer."""
-        s = self.sizes
-        return [(s[i + 1], s[i]) for i in range(len(s) - 1)]
+        return self.mlp.layer_shapes
 
     @property
     def num_params(self) -> int:
-        return sum(o * i + o for o, i in self.layer_shapes)
+        return self.mlp.num_params
 
     def slices(self) -> list[tuple[slice, tuple[int, int], slice]]:
         """For each layer: (weight slice, weight shape, bias slice) into the flat vector."""
-        out, pos = [], 0
-        for o, i in self.layer_shapes:
-            w = slice(pos, pos + o * i)
-            pos += o * i
-            b = slice(pos, pos + o)
-            pos += o
-            out.append((w, (o, i), b))
-        return out
+        return self.mlp.slices()
 
     def to_dict(self) -> dict:
         return {
@@ -127,16 +128,6 @@ class PolicySpec:
 
 
 def init_params(spec: PolicySpec, rng: np.random.Generator, out_std: float = 0.01) -> np.ndarray:
-    """Initial flat parameters: OpenAI-ES's normalised-column init, zero biases.
-
-    Each unit's incoming weights are drawn N(0, 1) and scaled to norm 1 (hidden layers) or
-    ``out_std`` (output layer), which keeps the first policies near-deterministic and calm.
-    """
-    flat = np.zeros(spec.num_params, dtype=np.float32)
-    layers = spec.slices()
-    for k, (w, shape, _b) in enumerate(layers):
-        std = out_std if k == len(layers) - 1 else 1.0
-        m = rng.standard_normal(shape)
-        m *= std / np.sqrt(np.square(m).sum(axis=1, keepdims=True))
-        flat[w] = m.astype(np.float32).ravel()
-    return flat
+    """Initial flat parameters: OpenAI-ES's normalised-column init, zero biases
+    (:func:`esnb.nets.init_normc`): the first policies are near-deterministic and calm."""
+    return init_normc(spec.mlp, rng, out_std)

@@ -1,16 +1,16 @@
-"""The canonical torch MLP policy: parameters are views into one flat float32 vector."""
+"""The canonical torch MLP policy: the torch twin (:mod:`esnb.nets.torch_mlp`) of a
+:class:`~esnb.policies.PolicySpec`, over views of one flat float32 vector."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch import nn
 
+from esnb.nets.torch_mlp import FlatModule, forward
 from esnb.policies.spec import PolicySpec
 
 
-class MLPPolicy(nn.Module):
+class MLPPolicy(FlatModule):
     """An MLP whose weights and biases are views of ``self.flat``.
 
     Parameters
@@ -27,16 +27,11 @@ class MLPPolicy(nn.Module):
     """
 
     def __init__(self, spec: PolicySpec, flat=None):
-        super().__init__()
+        super().__init__(spec.num_params, flat)
         self.spec = spec
-        data = torch.zeros(spec.num_params, dtype=torch.float32)
-        if flat is not None:
-            data.copy_(torch.as_tensor(np.asarray(flat, dtype=np.float32)))
-        self.flat = nn.Parameter(data)
         self.register_buffer("obs_mean", torch.zeros(spec.obs_dim))
         self.register_buffer("obs_std", torch.ones(spec.obs_dim))
         self._normalise = False
-        self._act = torch.tanh if spec.activation == "tanh" else F.relu
 
     def set_obs_norm(self, mean, std) -> None:
         """Normalise observations as ``clip((obs - mean) / std, -obs_clip, obs_clip)``."""
@@ -46,19 +41,14 @@ class MLPPolicy(nn.Module):
 
     def layers(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """``(weight [out, in], bias [out])`` views of ``flat`` for every layer."""
-        return [(self.flat[w].view(shape), self.flat[b]) for w, shape, b in self.spec.slices()]
+        return self.spec.mlp.layers(self.flat)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         x = obs.to(torch.float32)
         if self._normalise:
             c = self.spec.obs_clip
             x = torch.clamp((x - self.obs_mean) / self.obs_std, -c, c)
-        layers = self.layers()
-        for k, (w, b) in enumerate(layers):
-            x = F.linear(x, w, b)
-            if k < len(layers) - 1:
-                x = self._act(x)
-        return x
+        return forward(self.spec.mlp, self.flat, x)
 
     @torch.no_grad()
     def act(self, obs) -> np.ndarray:

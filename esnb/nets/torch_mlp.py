@@ -1,0 +1,83 @@
+"""The torch twin of :mod:`esnb.nets.mlp`: the same function over views of one flat tensor,
+so the learner differentiates exactly what actors compute in numpy.
+
+``forward`` takes a flat vector ``[P]`` (one network) or a matrix ``[n, P]`` (a population
+whose members share the input: EORL), never copying parameters into modules.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from esnb.nets.mlp import MLP
+
+
+def activate(h: torch.Tensor, kind: str, slope: float = 0.01) -> torch.Tensor:
+    if kind == "tanh":
+        return torch.tanh(h)
+    if kind == "relu":
+        return torch.relu(h)
+    if kind == "leaky_relu":
+        return F.leaky_relu(h, slope)
+    return h
+
+
+def forward(mlp: MLP, flat: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Outputs of ``x``: ``[B, out]`` for a flat ``[P]``; ``[n, B, out]`` for ``[n, P]``
+    (``x`` of shape ``[B, in]`` is shared by the members, or ``[n, B, in]``)."""
+    slices = mlp.slices()
+    last = len(slices) - 1
+    if flat.dim() == 1:
+        for k, (w, shape, b) in enumerate(slices):
+            x = activate(F.linear(x, flat[w].view(shape), flat[b]),
+                         mlp.activation if k < last else mlp.output, mlp.slope)
+        return x
+    n = flat.shape[0]
+    h = x.expand(n, *x.shape[-2:]) if x.dim() == 2 else x
+    for k, (w, (o, i), b) in enumerate(slices):
+        h = torch.baddbmm(flat[:, b].view(n, 1, o), h, flat[:, w].view(n, o, i).transpose(1, 2))
+        h = activate(h, mlp.activation if k < last else mlp.output, mlp.slope)
+    return h
+
+
+def init_fan_in(mlp: MLP, generator: torch.Generator,
+                last_bound: float | None = None) -> torch.Tensor:
+    """torch ``nn.Linear``'s default init drawn from ``generator`` (weight then bias of each
+    layer, ``U(-1/sqrt(in), 1/sqrt(in))``); ``last_bound`` replaces the output layer's bound
+    (DDPG's ``3e-3``)."""
+    parts = []
+    slices = mlp.slices()
+    for k, (_w, (o, i), _b) in enumerate(slices):
+        bound = last_bound if (last_bound is not None and k == len(slices) - 1) else \
+            1.0 / math.sqrt(i)
+        parts.append(((torch.rand((o, i), generator=generator) * 2 - 1) * bound).reshape(-1))
+        parts.append((torch.rand(o, generator=generator) * 2 - 1) * bound)
+    return torch.cat(parts)
+
+
+class FlatModule(nn.Module):
+    """A module whose only parameter is one flat float32 vector (``self.flat``): one optimiser
+    over it, one checkpoint array, and the numpy side reads the same numbers."""
+
+    def __init__(self, num_params: int, flat=None):
+        super().__init__()
+        data = torch.zeros(int(num_params), dtype=torch.float32)
+        if flat is not None:
+            data.copy_(torch.as_tensor(np.asarray(flat, dtype=np.float32)).reshape(-1))
+        self.flat = nn.Parameter(data)
+
+    def params(self) -> np.ndarray:
+        """The flat vector as a new float32 numpy array."""
+        return self.flat.detach().numpy().copy()
+
+    def load(self, flat) -> None:
+        flat = torch.as_tensor(np.asarray(flat, dtype=np.float32)).reshape(-1)
+        if flat.numel() != self.flat.numel():
+            raise ValueError(f"expected {self.flat.numel()} parameters, got {flat.numel()}")
+        with torch.no_grad():
+            self.flat.copy_(flat)

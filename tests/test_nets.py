@@ -1,0 +1,75 @@
+"""The one network family: numpy and torch compute the same function over one flat vector;
+layouts split and join; populations equal their members; initialisations are seeded."""
+
+import numpy as np
+import pytest
+import torch
+
+from esnb.nets import MLP, Layout, init_fan_in, init_glorot, init_normc
+from esnb.nets import torch_mlp
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu", "leaky_relu"])
+@pytest.mark.parametrize("output", ["linear", "tanh", "relu"])
+def test_numpy_and_torch_agree(activation, output):
+    mlp = MLP((5, 16, 8, 3), activation=activation, output=output)
+    rng = np.random.default_rng(0)
+    flat = init_fan_in(mlp, rng)
+    x = rng.standard_normal((7, 5)).astype(np.float32)
+    got = torch_mlp.forward(mlp, torch.from_numpy(flat), torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(mlp.forward(flat, x), got, rtol=1e-5, atol=1e-6)
+    # by hand, for the first row
+    h = x[0].astype(np.float64)
+    acts = {"tanh": np.tanh, "relu": lambda v: np.maximum(v, 0),
+            "leaky_relu": lambda v: np.maximum(v, 0.01 * v), "linear": lambda v: v}
+    for k, (w, b) in enumerate(mlp.layers(flat)):
+        h = acts[activation if k < 2 else output](w.astype(np.float64) @ h + b)
+    np.testing.assert_allclose(mlp.forward(flat, x)[0], h, rtol=1e-4, atol=1e-5)
+
+
+def test_a_population_is_its_members():
+    mlp = MLP((4, 6, 2), activation="relu")
+    rng = np.random.default_rng(1)
+    pop = np.stack([init_glorot(mlp, rng) for _ in range(3)])
+    x = rng.standard_normal((5, 4)).astype(np.float32)
+    out = torch_mlp.forward(mlp, torch.from_numpy(pop), torch.from_numpy(x)).numpy()
+    assert out.shape == (3, 5, 2)
+    for i in range(3):
+        np.testing.assert_allclose(out[i], mlp.forward(pop[i], x), rtol=1e-5, atol=1e-6)
+
+
+def test_layout_splits_views_and_joins():
+    lay = Layout([("torso", MLP((3, 4), output="relu")), ("value", MLP((4, 1))),
+                  ("log_std", 2)])
+    assert lay.num_params == 16 + 5 + 2
+    flat = np.arange(lay.num_params, dtype=np.float32)
+    parts = lay.split(flat)
+    assert parts["log_std"].tolist() == [21.0, 22.0] and np.shares_memory(parts["torso"], flat)
+    assert np.array_equal(lay.join(**parts), flat)
+    with pytest.raises(ValueError, match="needs 2 values"):
+        lay.join(torso=parts["torso"], value=parts["value"], log_std=[1.0])
+    with pytest.raises(ValueError, match="unique"):
+        Layout([("a", 1), ("a", 2)])
+
+
+def test_initialisations_are_seeded_and_shaped():
+    mlp = MLP((10, 32, 4))
+    a, b = init_normc(mlp, np.random.default_rng(3)), init_normc(mlp, np.random.default_rng(3))
+    assert np.array_equal(a, b) and a.dtype == np.float32
+    (w1, b1), (w2, _) = mlp.layers(a)
+    np.testing.assert_allclose(np.linalg.norm(w1, axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(w2, axis=1), 0.01, rtol=1e-5)
+    assert not b1.any()
+    u = init_fan_in(mlp, np.random.default_rng(0))
+    assert np.abs(mlp.layers(u)[0][0]).max() <= 1 / np.sqrt(10)
+    t = torch_mlp.init_fan_in(mlp, torch.Generator().manual_seed(0), last_bound=3e-3)
+    assert t.shape == (mlp.num_params,) and np.abs(mlp.layers(t.numpy())[1][0]).max() <= 3e-3
+
+
+def test_bad_specs_and_shapes_are_refused():
+    with pytest.raises(ValueError, match="two or more sizes"):
+        MLP((3,))
+    with pytest.raises(ValueError, match="activation must be one of"):
+        MLP((3, 2), activation="sigmoid")
+    with pytest.raises(ValueError, match="expected 8 parameters"):
+        MLP((3, 2)).forward(np.zeros(7, np.float32), np.zeros((1, 3)))
