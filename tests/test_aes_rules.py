@@ -288,6 +288,30 @@ def test_rank_async_moves_oldest_window():
     assert d.mu == pytest.approx(mu + (rank_target(np.stack(zs[1:]), fs[1:]) - mu) / 4)
 
 
+def test_rank_rule_decays_its_additive_variance_before_adding_it():
+    """The released ACEM-RL (KyunghyunLee/aes-rl, core/population.py lines 139, 176, 180):
+    tau = cemrl_tau ** (1 / window) with cemrl_tau = 0.90, and each update decays
+    ``damp <- damp * tau + (1 - tau) * damp_limit`` *before* ``var = ... + damp``."""
+    d = AsyncDistribution(np.zeros(2), var_init=1e-3, var_floor=1e-9, rank_window=2)
+    tau = 0.9 ** 0.5                                          # 0.948683...
+    assert d.eps_decay == pytest.approx(tau, rel=1e-15)
+    d.tell(np.array([1.0, 0.0]), 1.0, 0.0, "rank_async", "rank_window")  # window not full
+    assert d.eps == 1e-3 and np.array_equal(d.var, np.full(2, 1e-3))
+    # the window is full: the elite (K_e = 1) is [0, 2]; mu moves half way toward it
+    d.tell(np.array([0.0, 2.0]), 3.0, 0.0, "rank_async", "rank_window")
+    eps1 = 1e-3 * tau + (1 - tau) * 1e-5                      # decayed first ...
+    assert eps1 == pytest.approx(9.4919646507e-4, rel=1e-10)
+    assert d.mu == pytest.approx([0.0, 1.0])
+    assert d.var == pytest.approx([0.0 + eps1, 4.0 + eps1], rel=1e-12)  # ... then added
+    assert d.eps == pytest.approx(eps1, rel=1e-15)
+    assert d.var[0] != pytest.approx(1e-3)                    # not the undecayed eps
+    # the next update: window [[0, 2], [2, 0]] with fitness [3, 2], elite [0, 2] again
+    d.tell(np.array([2.0, 0.0]), 2.0, 0.0, "rank_async", "rank_window")
+    eps2 = eps1 * tau + (1 - tau) * 1e-5
+    assert d.mu == pytest.approx([0.0, 1.5])
+    assert d.var == pytest.approx([eps2, 1.0 + eps2], rel=1e-12)
+
+
 def test_success_rule_through_the_distribution():
     d = AsyncDistribution(np.zeros(2), var_init=1e-3)
     z = np.ones(2)

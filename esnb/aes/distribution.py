@@ -38,6 +38,9 @@ ENV_RANGES = {"HalfCheetah": 2000.0, "Hopper": 600.0, "Walker2d": 860.0, "Ant": 
               "Swimmer": 48.0, "Humanoid": 960.0}
 #: appendix C: p_desired = 0.5 except Swimmer (0.1: RL gradients are deceptive there)
 ENV_P_DESIRED = {"Swimmer": 0.1}
+#: the rank rule's additive variance decays by this per window of updates (the released
+#: ACEM-RL's ``--cemrl_tau`` default, utils/util.py; sep-CEM's generation uses 0.95)
+RANK_EPS_TAU = 0.90
 
 
 def env_defaults(env_id: str) -> dict[str, float]:
@@ -77,10 +80,11 @@ class AsyncDistribution:
         Individuals kept for the rank rule (``n``).
     success_window : int
         Updates the success rule looks back over.
-    eps_init, eps_limit : float
+    eps_init, eps_limit, eps_tau : float
         The rank rule's additive variance, decaying geometrically from ``eps_init`` to
-        ``eps_limit`` by ``eps_tau ** (1 / rank_window)`` per update (sep-CEM's 0.95 per
-        generation spread over a generation's worth of updates, as the released code).
+        ``eps_limit`` by ``tau = eps_tau ** (1 / rank_window)`` per update: the released
+        ACEM-RL's ``cemrl_tau`` (0.90) per window of updates. Each update decays it *before*
+        adding it to the window's variance, as the released code does (see :meth:`tell`).
 
     Attributes
     ----------
@@ -90,7 +94,7 @@ class AsyncDistribution:
 
     def __init__(self, mu, var_init: float = 1e-3, var_floor: float = 1e-5,
                  rank_window: int = 10, success_window: int = 10, eps_init: float = 1e-3,
-                 eps_limit: float = 1e-5, eps_tau: float = 0.95):
+                 eps_limit: float = 1e-5, eps_tau: float = RANK_EPS_TAU):
         mu = np.asarray(mu, dtype=np.float64).ravel()
         if mu.size == 0 or not np.all(np.isfinite(mu)):
             raise ValueError("mu must be a non-empty finite vector")
@@ -182,6 +186,14 @@ class AsyncDistribution:
         mu_new = (1.0 - p) * mu_old + p * target
         successes = list(self.successes) + [p > 0]
         eps = self.eps
+        if var_rule == "rank_window" and p > 0:
+            # decay, then add: the released ACEM-RL (KyunghyunLee/aes-rl, core/population.py,
+            # ACemrlPopulation) sets ``self.tau = float(np.power(args.cemrl_tau,
+            # 1/population_size))`` (line 139), then in ``tell`` decays ``self.damp = self.damp *
+            # self.tau + (1 - self.tau) * self.damp_limit`` (line 176) before ``self.var = 1 /
+            # self.parents * self.weights @ (z * z) + self.damp * np.ones(...)`` (line 180);
+            # ``--cemrl_tau`` defaults to 0.90 (utils/util.py)
+            eps = eps * self.eps_decay + (1.0 - self.eps_decay) * self.eps_limit
         var_new = np.asarray(call_rule(VARIANCE_RULES, var_rule, self.var, mu_old, mu_new, z, p,
                                        successes=successes, window_z=np.stack(window_z),
                                        window_f=window_f, eps=eps, **params), dtype=np.float64)
@@ -193,8 +205,7 @@ class AsyncDistribution:
         self.window_z.append(z)
         self.window_f.append(f_z)
         self.successes.append(p > 0)
-        if var_rule == "rank_window" and p > 0:
-            self.eps = self.eps * self.eps_decay + (1.0 - self.eps_decay) * self.eps_limit
+        self.eps = eps
         step = float(np.linalg.norm(mu_new - mu_old))
         self.mu = mu_new
         self.var = var_new

@@ -297,7 +297,9 @@ def rank_window(var, mu_old, mu_new, z, p: float, *, window_z: np.ndarray,
                 ) -> np.ndarray:
     """sep-CEM's variance over the window's elites (the rank rule's own variance):
     ``sum_i lambda_i (z_i - mu_old)^2 / K_e + eps``, the released code's form (with its extra
-    ``1 / K_e``). Unchanged while the window is not full (``p <= 0``)."""
+    ``1 / K_e``); ``eps`` is this update's additive variance, already decayed
+    (:meth:`esnb.aes.AsyncDistribution.tell`). Unchanged while the window is not full
+    (``p <= 0``)."""
     var, mu_old, mu_new, z = _check_vectors(var, mu_old, mu_new, z)
     p = _finite("p", p)
     eps = _finite("eps", eps)
