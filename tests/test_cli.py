@@ -63,3 +63,49 @@ def test_demo_smoke(tmp_path):
     summary = json.loads((tmp_path / "demo" / "summary.json").read_text())
     assert summary["config"]["env"] == "HalfCheetah-v5"
     assert summary["last"]["env_steps"] == 40000 and summary["last"]["workers"] == 2
+
+
+def test_every_train_command_shows_every_setting_with_its_default():
+    """`esnb train <algo> --help`: one flag per setting of the algorithm's config, each with
+    its default (and the paper's value where it differs), plus a description."""
+    from esnb.cli import TRAINERS, build_parser
+    from esnb.cli.train import Trainer, load
+
+    parser = build_parser()
+    train = next(a for a in parser._actions if getattr(a, "choices", None)
+                 and "train" in a.choices).choices["train"]
+    algos = next(a for a in train._actions if getattr(a, "choices", None)).choices
+    for name, trainer in TRAINERS.items():
+        if not isinstance(trainer, Trainer):
+            continue
+        text = algos[name].format_help().replace("\n", " ")
+        assert trainer.description.split(".")[0][:40] in " ".join(text.split())
+        config = load(trainer.config)
+        for setting, (meta, _) in config.declarations().items():
+            if setting in trainer.skip or not meta.cli:
+                continue
+            flag = "--" + setting.replace("_", "-")
+            assert flag in text, (name, flag)
+        assert text.count("[default:") >= len(config.declarations()) - len(trainer.skip)
+
+
+def test_preset_paper_from_the_command_line(tmp_path):
+    """--preset paper takes the paper's values; flags given beside it still win."""
+    out = tmp_path / "run"
+    p = esnb("train", "es", "--env", "CartPole-v1", "--generations", "1", "--workers", "0",
+             "--preset", "paper", "--population", "10", "--noise-size", "1000000",
+             "--final-eval", "0", "--out", str(out), "--no-progress")
+    assert p.returncode == 0, p.stderr
+    config = json.loads((out / "summary.json").read_text())["config"]
+    assert config["action_noise"] == 0.01 and config["min_task_runtime"] == 0.2  # paper's
+    assert config["population"] == 10 and config["noise_size"] == 1_000_000  # given
+
+
+def test_settings_page_is_derived_from_the_code():
+    from pathlib import Path
+
+    from esnb.cli.docs import settings_markdown
+
+    page = Path(__file__).resolve().parents[1] / "docs" / "settings.md"
+    assert page.read_text() == settings_markdown(), \
+        "docs/settings.md is stale: esnb docs settings > docs/settings.md"

@@ -74,6 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
             mod.add_arguments(p)
         p.set_defaults(trainer=name)
 
+    docs = sub.add_parser("docs", help="print documentation derived from the code")
+    docs.add_argument("what", choices=["settings"],
+                      help="settings: every algorithm's settings as markdown (docs/settings.md)")
+
     bench = sub.add_parser("bench", help="benchmarks measured side by side in one run")
     benches = bench.add_subparsers(dest="benchmark", required=True)
     for name, module in BENCHMARKS.items():
@@ -112,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "demo":
             return common.run_demo(args)
+        if args.command == "docs":
+            from esnb.cli import docs
+
+            return docs.run(args)
         if args.command == "train":
             trainer = TRAINERS[args.trainer]
             if not isinstance(trainer, Trainer):

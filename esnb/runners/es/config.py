@@ -28,7 +28,10 @@ class ESConfig(Settings):
 
     env: str = setting("CartPole-v1", control=True, help="gymnasium environment id")
     seed: int = setting(0, low=0, control=True, help="seed of every random draw of the run")
-    population: int = setting(40, low=2, high=100_000, check=_even, live=True,
+    population: int = setting(40, low=2, high=100_000, check=_even, live=True, paper=10_000,
+                              why="OpenAI's released config ran 10,000 episodes per batch on "
+                                  "hundreds of cores; 40 keeps a laptop generation near a "
+                                  "second",
                               help="episodes per generation (mirrored pairs x 2)")
     sigma: float = setting(0.02, low=0.0, low_open=True, high=10.0, log=True, live=True,
                            help="std of the parameter perturbations")
@@ -51,8 +54,8 @@ class ESConfig(Settings):
                                       help="hidden layer sizes of the MLP policy (IW-ES: 64, 64)")
     activation: str = setting("tanh", choices=ACTIVATIONS, help="hidden activation")
     action_noise: float = setting(0.0, low=0.0, high=10.0, paper=0.01,
-                                  why="exploration noise that short laptop runs do without; "
-                                      "the golden ES runs are recorded without it",
+                                  why="ES explores in parameter space; the released code added "
+                                      "this small action noise on MuJoCo, esnb leaves it opt-in",
                                   help="std of Gaussian noise on Box actions in training "
                                        "rollouts (OpenAI's ac_noise_std)")
     max_episode_steps: int | None = setting(None, kind="int", low=1,
@@ -66,7 +69,9 @@ class ESConfig(Settings):
     noise_seed: int | None = setting(None, kind="int", low=0,
                                      help="seed of the noise table (none: dask config "
                                           "esnb.noise.seed, 123)")
-    min_task_runtime: float = setting(0.1, low=0.0, high=3600.0,
+    min_task_runtime: float = setting(0.1, low=0.0, high=3600.0, paper=0.2,
+                                      why="shorter tasks keep 2 workers evenly busy on small "
+                                          "generations (OpenAI: 0.2 s on large ones)",
                                       help="seconds a task should at least run; mirrored pairs "
                                            "are batched to reach it")
     iw_k: int = setting(0, low=0, high=1000, live=True, special=("auto",),

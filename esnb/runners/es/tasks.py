@@ -102,7 +102,7 @@ def es_pairs(cfg: RolloutConfig, payload: PolicyPayload, indices: np.ndarray,
             params = theta + np.float32(sign) * sigma * eps
             policy = NumpyPolicy(spec, params, payload.obs_mean, payload.obs_std)
             act = policy.act
-            if cfg.action_noise:
+            if cfg.action_noise and not spec.discrete:  # Box actions only (as OpenAI's)
                 act = gaussian_noise(act, cfg.action_noise,
                                      np.random.default_rng([int(env_seeds[j]), member]))
             ep = run_episode(env, act, int(env_seeds[j]), collect_obs=bool(collect[j, member]))

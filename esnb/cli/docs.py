@@ -1,0 +1,42 @@
+"""``esnb docs settings``: the settings page (docs/settings.md), derived from the config
+dataclasses, so the documentation cannot drift from the code (a test compares them)."""
+
+from __future__ import annotations
+
+from esnb import settings
+
+
+def settings_markdown() -> str:
+    """Every algorithm's settings and where the ``paper`` preset differs from ``laptop``."""
+    from esnb.cli import TRAINERS
+    from esnb.cli.train import Trainer, load
+
+    seen: set[type] = set()
+    out = ["# Settings of every algorithm",
+           "",
+           "Generated from the config dataclasses by `esnb docs settings > docs/settings.md`;",
+           "do not edit by hand. Each setting is declared once, in its algorithm's",
+           "`esnb/runners/<algo>/config.py`: the constructor keywords, the `esnb train` flags",
+           "(`--name-with-dashes`), the live controls and this page all come from there.",
+           "`preset=\"paper\"` (`--preset paper`) takes the source paper's values; the second",
+           "table of each algorithm says where and why the laptop default differs.",
+           ""]
+    for name, trainer in TRAINERS.items():
+        if not isinstance(trainer, Trainer):
+            continue
+        config = load(trainer.config)
+        if config in seen:
+            continue
+        seen.add(config)
+        doc = " ".join((config.__doc__ or "").split())
+        out += [f"## `esnb train {name}` — {config.algorithm or config.__name__}", "", doc, "",
+                settings.markdown_table(config), ""]
+        diff = settings.preset_table(config)
+        if diff.count("\n") > 1:
+            out += ["Where `paper` differs from `laptop`:", "", diff, ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def run(args) -> int:
+    print(settings_markdown(), end="")
+    return 0
