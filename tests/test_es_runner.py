@@ -177,3 +177,17 @@ def test_failure_is_reported_and_reraised():
 def test_bad_constructor_arguments(kw, message):
     with pytest.raises(ValueError, match=message):
         ES(**{"env": "CartPole-v1", **SMALL, **kw})
+
+
+def test_action_noise_is_for_box_actions_only():
+    """OpenAI's ac_noise_std perturbs continuous actions; a Discrete env runs as without it
+    (it crashed before)."""
+    from esnb import ES
+
+    a = ES("CartPole-v1", population=4, seed=2, noise_size=200_000, action_noise=0.01,
+           eval_interval=0, client=False)
+    b = ES("CartPole-v1", population=4, seed=2, noise_size=200_000, eval_interval=0,
+           client=False)
+    a.step(2)
+    b.step(2)
+    assert np.array_equal(a.theta, b.theta)
