@@ -19,7 +19,7 @@ _LAZY = {
     "Impala": "esnb.runners.impala",
     "EORL": "esnb.runners.eorl",
     "AESRL": "esnb.runners.aesrl",
-    "CEMRL": "esnb.runners.cemrl",
+    "CEMRL": "esnb.runners.aesrl",
     "Runner": "esnb.runners.base",
     "make_client": "esnb.cluster",
     "Controls": "esnb.controls",

@@ -1,22 +1,27 @@
-"""esnb.AESRL on real LocalClusters: the asynchronous loop, live rules, faults, checkpoints."""
+"""esnb.AESRL on real LocalClusters (the asynchronous loop, live rules, faults, checkpoints)
+and in this process (reproducible), its settings and its command line."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from esnb.aes.rules import MEAN_RULES, call_rule
-from esnb.runners.aesrl import AESRL
+from esnb.runners.aesrl import AESRL, AESRLConfig, CEMRLConfig
 
 #: InvertedPendulum (obs 4, act 1, short episodes) with small networks: fast on 2 busy cores
 SMALL = dict(actor_hidden=(16, 16), critic_hidden=(32, 32), rl_start_step=300,
-             critic_chunk=100, eval_episodes=2, max_episode_steps=100,
-             td3={"batch_size": 32}, critic_exclusive=False)
+             critic_chunk=100, eval_episodes=2, max_episode_steps=100, batch_size=32,
+             critic_exclusive=False)
 ENV = "InvertedPendulum-v5"
 SWITCH_AT = 12  # the mean rule changes after this update
 BUDGET = 1500
@@ -190,9 +195,86 @@ def test_bad_input_is_refused_and_changes_nothing(client, change, match):
         AESRL(ENV, client=client, **SMALL, **change)
 
 
-def test_needs_a_client_and_a_box_action_space():
-    with pytest.raises(ValueError, match="needs a Dask client"):
-        AESRL(ENV, client=False, **SMALL)
+def test_needs_a_box_action_space():
+    with pytest.raises(ValueError, match="need a Box action space; CartPole-v1 has Discrete"):
+        AESRL("CartPole-v1", client=False)
+
+
+def _inline_run(seed: int, env_steps: int = 1000) -> AESRL:
+    runner = AESRL(ENV, seed=seed, client=False, name=f"aes-inline-{seed}", **SMALL)
+    runner.start(env_steps=env_steps).wait(timeout=600)
+    runner.close()
+    return runner
+
+
+def test_inline_aesrl_is_reproducible_and_keeps_its_books():
+    """In this process every task has finished when it is submitted: no cluster, and the same
+    seed gives the same run (two individuals in flight, so updates are still one behind)."""
+    a, b = _inline_run(0), _inline_run(0)
+    h = a.history
+    cols = ["kind", "individual", "f_z", "f_mu", "p", "staleness", "length", "actor_steps",
+            "critic_updates", "critic_version", "var_mean"]
+    pd.testing.assert_frame_equal(h[cols], b.history[cols])
+    assert np.array_equal(a.mu, b.mu) and np.array_equal(a.var, b.var)
+    assert not np.array_equal(a.mu, _inline_run(1, 300).mu)
+    c = a.counters
+    assert list(h["update"]) == list(range(1, len(h) + 1)) and h.individual.is_unique
+    assert c["created"] == len(h) + c["cancelled"] + c["dropped"] and a.in_flight == 0
+    assert c["env_steps"] == h.length.sum() >= 1000
+    assert (h.target_in_flight == 2).all() and h.staleness.max() >= 1
+    rl = h[h.kind == "RL"]
+    assert len(rl) > 3 and (rl.actor_steps > 0).all() and rl.critic_version_used.max() > 0
+    assert (h.critic_updates <= h.env_steps).all() and h.critic_updates.iloc[-1] >= 500
+    assert h.mu_version.iloc[-1] == h.applied.sum() and h.f_mu.notna().all()
+    applied = h[h.applied]
+    for _, row in applied.iterrows():
+        assert row["p"] == pytest.approx(recomputed_p(row), abs=1e-12)
+
+
+def test_preset_paper_takes_the_published_values():
+    cfg = AESRLConfig.build(preset="paper", env="Swimmer-v5")
+    assert (cfg.actor_hidden, cfg.critic_hidden) == ((400, 300), (400, 300))
+    assert cfg.batch_size == 256 and cfg.replay_capacity == 200_000
+    assert (cfg.a_noise, cfg.k_rl, cfg.var_init, cfg.var_floor) == (0.1, 50.0, 1e-3, 1e-5)
+    assert (cfg.mean_rule, cfg.var_rule) == ("relative_baseline", "online_adaptive")
+    # Table 5 and appendix C for the env, in both presets
+    assert (cfg.r, cfg.f_b_absolute, cfg.f_b_relative, cfg.p_desired) == (48.0, -48.0, 48.0, 0.1)
+    laptop = AESRLConfig.build(env="Hopper-v5", r=5.0)
+    assert (laptop.actor_hidden, laptop.batch_size) == ((64, 64), 100)
+    assert (laptop.r, laptop.f_b_relative, laptop.p_desired) == (5.0, 600.0, 0.5)
+    cem = CEMRLConfig.build(preset="paper")
+    assert cem.replay_capacity == 1_000_000 and cem.antithetic and cem.batch_size == 100
+    assert (cem.pop_size, cem.n_rl, cem.eval_episodes, cem.a_noise) == (10, 5, 10, 0.0)
+    assert (cem.actor_hidden, cem.critic_hidden) == ((400, 300), (400, 300))
+    runner = AESRL("HalfCheetah-v5", preset="paper", client=False)
+    assert runner.spec.hidden == (400, 300) and runner.td3.batch_size == 256
+    assert runner.controls["r"] == 2000.0 and runner.config_dict()["batch_size"] == 256
+
+
+def _esnb(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "esnb.cli", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_cli_help_and_a_tiny_inline_run(tmp_path):
+    text = " ".join(_esnb("train", "aesrl", "--help").stdout.split())
+    for flag, shown in (("--batch-size", "[default: 100; paper: 256]"),
+                        ("--actor-hidden", "[default: 64 64; paper: 400 300]"),
+                        ("--mean-rule", "[default: relative_baseline; live]"),
+                        ("--r R", "[default: none; live]"), ("--steps N", "env steps")):
+        assert flag in text and shown in text[text.index(flag):], flag
+    out = tmp_path / "run"
+    p = _esnb("train", "aesrl", "--env", ENV, "--workers", "0", "--steps", "300",
+              "--actor-hidden", "16", "16", "--critic-hidden", "16", "16", "--rl-start-step",
+              "100", "--critic-chunk", "50", "--batch-size", "16", "--max-episode-steps", "50",
+              "--eval-episodes", "2", "--final-eval", "2", "--no-progress", "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["batch_size"] == 16 and summary["config"]["r"] == 1000.0
+    assert summary["final_eval_episodes"] == 2
+    h = pd.read_csv(out / "history.csv")
+    assert h.env_steps.iloc[-1] >= 300 and (h.kind == "RL").any()
+    assert (out / "checkpoint.npz.replay.npz").exists()
 
 
 async def _sigkill():

@@ -7,12 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from esnb.runners.cemrl import CEMRL
-from esnb.workers.aes import train_run
+from esnb.runners.aesrl import CEMRL, train_cemrl
 
 ENV = "InvertedPendulum-v5"
 SMALL = dict(actor_hidden=(16, 16), critic_hidden=(32, 32), pop_size=6, rl_start_step=60,
-             max_episode_steps=60, eval_episodes=2, td3={"batch_size": 32})
+             max_episode_steps=60, eval_episodes=2, batch_size=32)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -56,7 +55,7 @@ def test_serial_cemrl_is_deterministic_and_keeps_cem_rl_bookkeeping(tmp_path):
     c = CEMRL.load(tmp_path / "c.npz")
     assert np.array_equal(c.mu, a.mu) and np.array_equal(c.cem.var, a.cem.var)
     assert c.counters == a.counters and c.prev_steps == a.prev_steps
-    assert np.array_equal(c._critic_state["critic"], a._critic_state["critic"])
+    assert np.array_equal(c.critic_state["critic"], a.critic_state["critic"])
     c.step(1)
     assert c.history.generation.iloc[-1] == 6
     assert c.counters["critic_updates"] == a.counters["critic_updates"] + a.prev_steps
@@ -90,8 +89,9 @@ def test_non_finite_returns_are_left_out_and_counted():
 @pytest.mark.parametrize("kwargs, match", [
     ({"n_rl": 7}, "n_rl must be <= pop_size"),
     ({"variance_form": "nope"}, "variance_form must be one of"),
-    ({"parallel": True, "client": False}, "needs a Dask client"),
     ({"pop_size": 1}, "pop_size must be an integer in"),
+    ({"pop_size": 5, "antithetic": True}, "antithetic sampling needs an even pop_size"),
+    ({"mean_rule": "fixed_linear"}, "unknown setting 'mean_rule' .*for CEMRL"),
 ])
 def test_bad_configuration_is_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -109,22 +109,37 @@ def test_parallel_cemrl_on_a_cluster(client):
     finally:
         r.close()
     # serial CEM-RL as one task on a worker ("1 worker" of the paper's Table 1)
-    out = client.submit(train_run, {"env": ENV, "seed": 1, **SMALL,
+    out = client.submit(train_cemrl, {"env": ENV, "seed": 1, **SMALL,
                                     "budget": {"generations": 2}}, pure=False).result()
     assert out["progress"]["generations"] == 2 and len(out["history"]) == 2
 
 
-def test_cli_trains_cemrl_and_explains_aesrl_needs_workers(tmp_path, capsys):
+def test_parallel_cemrl_in_this_process_keeps_its_order_and_books():
+    """P-CEM-RL is an order of work, not a cluster: inline it runs the same generation (the
+    whole critic first, then every actor) and is reproducible."""
+    runs = []
+    for _ in range(2):
+        r = CEMRL(ENV, seed=1, client=False, parallel=True, **SMALL)
+        r.step(4)
+        r.close()
+        runs.append(r)
+    h = runs[0].history
+    check_generations(h, 3, 60)
+    assert runs[0].critic is None  # released by close()
+    assert np.array_equal(runs[0].mu, runs[1].mu)
+    cols = ["env_steps", "critic_updates", "actor_steps", "return_mean", "eval_return"]
+    assert h[cols].equals(runs[1].history[cols])
+
+
+def test_cli_trains_cemrl(tmp_path):
     from esnb.cli import main
 
     out = tmp_path / "run"
     code = main(["train", "cemrl", "--env", ENV, "--workers", "0", "--generations", "2",
-                 "--hidden", "16", "16", "--pop-size", "4", "--rl-start-step", "20",
-                 "--max-episode-steps", "40", "--eval-episodes", "2", "--no-progress",
-                 "--out", str(out)])
+                 "--actor-hidden", "16", "16", "--critic-hidden", "16", "16", "--pop-size", "4",
+                 "--rl-start-step", "20", "--max-episode-steps", "40", "--eval-episodes", "2",
+                 "--final-eval", "2", "--no-progress", "--out", str(out)])
     assert code == 0
     for name in ("history.csv", "summary.json", "checkpoint.npz", "plot.html",
                  "checkpoint.npz.replay.npz"):
         assert (out / name).exists(), name
-    assert main(["train", "aesrl", "--env", ENV, "--workers", "0"]) == 2
-    assert "needs a Dask client" in capsys.readouterr().err

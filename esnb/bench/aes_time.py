@@ -62,7 +62,7 @@ def _warm_up(env: str) -> None:
     first timed run (CEM-RL serial) does not pay for it."""
     import torch  # noqa: F401
 
-    import esnb.workers.aes  # noqa: F401
+    import esnb.runners.aesrl.tasks  # noqa: F401
     from esnb.envs.make import make_env
 
     make_env(env).close()
@@ -72,19 +72,17 @@ def measure_env(client, env: str, steps: float, rl_start: int, hidden, seed: int
                 progress=print, **kwargs) -> list[dict]:
     """The three rows of Table 1 for ``env``; ``kwargs`` (e.g. ``max_episode_steps``,
     ``eval_episodes``) go to all three runners."""
-    from esnb.runners.aesrl import AESRL
-    from esnb.runners.cemrl import CEMRL
-    from esnb.workers.aes import train_run
+    from esnb.runners.aesrl import AESRL, CEMRL, train_cemrl
+    from esnb.runners.executor import make_executor
 
     base = {**_common(env, hidden, rl_start, seed), **kwargs}
-    from esnb.runners.aes_backend import live_workers
-
-    workers = live_workers(client)
-    client.run(_warm_up, env)
+    executor = make_executor(client)
+    workers = sorted(executor.workers())
+    executor.run_on_workers(lambda: _warm_up(env))
     # 1. CEM-RL serial: the whole run inside one task on one worker
     progress(f"{env}: CEM-RL serial on 1 worker ...")
-    out = client.submit(train_run, {**base, "budget": {"env_steps": steps}}, pure=False,
-                        workers=[workers[0]]).result()
+    out = executor.submit(train_cemrl, {**base, "budget": {"env_steps": steps}},
+                          workers=[workers[0]], strict=True).result()
     serial = _figures("CEM-RL serial", out["wall_time"], out["final"])
     u = serial["critic_updates"]
     rows = [serial]

@@ -28,8 +28,23 @@ TRAINERS: dict[str, Trainer | str] = {
     "apex-dpg": "esnb.cli.apex_dpg",
     "impala": "esnb.cli.impala",
     "eorl": "esnb.cli.eorl",
-    "aesrl": "esnb.cli.aesrl",
-    "cemrl": "esnb.cli.cemrl",
+    "aesrl": Trainer(
+        runner="esnb.runners.aesrl:AESRL", config="esnb.runners.aesrl.config:AESRLConfig",
+        budgets={"steps": ("env_steps", "env steps to run"),
+                 "updates": ("updates", "updates of (mu, var), one per evaluated individual")},
+        default_budget={"env_steps": 100_000},
+        description="AES-RL (Lee et al. 2020): asynchronous ES + TD3 with a shared critic, one "
+                    "update of the distribution per evaluated individual. Laptop networks are "
+                    "64-64 (--preset paper: 400-300)."),
+    "cemrl": Trainer(
+        runner="esnb.runners.aesrl:CEMRL", config="esnb.runners.aesrl.config:CEMRLConfig",
+        budgets={"steps": ("env_steps", "env steps to run (whole generations: the last one "
+                                        "may pass it)"),
+                 "generations": ("generations", "generations to run")},
+        default_budget={"env_steps": 100_000},
+        description="CEM-RL (Pourchot and Sigaud 2019): sep-CEM + TD3, serial or, with "
+                    "--parallel, parallel-synchronous (P-CEM-RL). Laptop networks are 64-64 "
+                    "(--preset paper: 400-300)."),
 }
 
 #: ``esnb bench <name>`` -> module implementing the benchmark protocol

@@ -1,11 +1,11 @@
-"""AES-RL's evaluations in flight: futures tracked with ``as_completed(...).add()``, placed on
-the evaluation workers, and resubmitted when a worker dies.
+"""AES-RL's evaluations in flight: tasks tracked in completion order, placed on the evaluation
+workers, and resubmitted when a worker dies; the same code runs on any executor (inline, each
+task has finished when it is submitted).
 
 :class:`EvaluationPool` knows nothing of the algorithm: the runner gives it :class:`Pending`
 records and a ``build(pending) -> (fn, args, priority)`` function, and gets back finished
 ``(pending, result)`` pairs from :meth:`EvaluationPool.poll`. Arguments are built at each
-submission, so a resubmitted evaluation gets the replay's and the critic's *current*
-addresses.
+submission, so a resubmitted evaluation gets the replay's and the critic's *current* handles.
 
 What a lost worker does to a pending evaluation, and what the pool does about it:
 
@@ -29,10 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from distributed import as_completed
 
-from esnb.replay.remote import ReplayLost, is_loss
-from esnb.runners.aes_backend import worker_info
+from esnb.replay.server import is_loss
 
 log = logging.getLogger("esnb.aes")
 
@@ -54,18 +52,17 @@ class Pending:
     counted: bool = False  # in the population control's counts (after the warm-up)
     attempts: int = 0  # failed runs (a lost worker, a lost replay)
     submissions: int = 0
-    submitted: float = 0.0
     workers: tuple = ()
 
 
 class EvaluationPool:
-    """Evaluations in flight on a Dask cluster.
+    """Evaluations in flight on an executor.
 
     Parameters
     ----------
-    client : distributed.Client
+    executor : InlineExecutor or DaskExecutor
     name : str
-        Prefix of the task keys.
+        Task keys are ``esnb-aes-<name>-<kind><id>-s<submission>``.
     build : callable
         ``build(pending) -> (fn, args, priority)``.
     max_retries : int
@@ -76,11 +73,12 @@ class EvaluationPool:
         Where ``resubmitted`` and ``dropped`` are counted (the runner's counters).
     """
 
-    def __init__(self, client, name: str, build: Callable[[Pending], tuple],
+    def __init__(self, executor, name: str, build: Callable[[Pending], tuple],
                  max_retries: int = 2, on_drop: Callable[[Pending], None] | None = None,
                  counters: dict | None = None):
-        self.client = client
+        self.executor = executor
         self.name = name
+        self.prefix = f"esnb-aes-{name}-"
         self.build = build
         self.max_retries = int(max_retries)
         self.on_drop = on_drop
@@ -89,7 +87,7 @@ class EvaluationPool:
         self.counters = counters if counters is not None else {}
         for k in ("resubmitted", "dropped"):
             self.counters.setdefault(k, 0)
-        self.ac = as_completed(loop=client.loop)
+        self.completions = executor.as_completed()
         self.workers: list[str] = []
         self.eval_workers: list[str] | None = None  # None: no restriction
         self.n_eval_workers = 0
@@ -105,7 +103,7 @@ class EvaluationPool:
         if not force and now - self._checked < 0.5:
             return False
         self._checked = now
-        info = worker_info(self.client)
+        info = self.executor.workers()
         workers = sorted(info)
         changed = workers != self.workers
         self.workers = workers
@@ -125,14 +123,7 @@ class EvaluationPool:
         """Resubmit evaluations the scheduler cannot place (strictly restricted to workers
         that are all gone: state ``no-worker``)."""
         keys = [k for k in self.pending if self.pending[k].workers]
-        if not keys:
-            return
-
-        def stuck(dask_scheduler, keys=tuple(keys)):
-            return [k for k in keys if k in dask_scheduler.tasks
-                    and dask_scheduler.tasks[k].state == "no-worker"]
-
-        for key in self.client.run_on_scheduler(stuck):
+        for key in self.executor.stuck(keys):
             if key in self.pending:
                 self.resubmit(key, f"no live worker among {list(self.pending[key].workers)} "
                                    f"(live: {workers})", failed=False)
@@ -149,16 +140,13 @@ class EvaluationPool:
     def submit(self, pend: Pending) -> None:
         fn, args, priority = self.build(pend)
         pend.submissions += 1
-        kw: dict[str, Any] = dict(key=f"esnb-aes-{self.name}-{pend.kind}{pend.id}-"
-                                      f"s{pend.submissions}", pure=False, priority=priority)
-        if self.eval_workers is not None:
-            kw.update(workers=list(self.eval_workers), allow_other_workers=False)
-        fut = self.client.submit(fn, *args, **kw)
-        pend.submitted = time.monotonic()
+        key = f"{self.prefix}{pend.kind}{pend.id}-s{pend.submissions}"
+        fut = self.executor.submit(fn, *args, key=key, priority=priority,
+                                   workers=self.eval_workers, strict=True)
         pend.workers = tuple(self.eval_workers or ())
         self.pending[fut.key] = pend
         self.futures[fut.key] = fut
-        self.ac.add(fut)
+        self.completions.add(fut)
 
     def _forget(self, key: str, cancel: bool) -> Pending:
         pend = self.pending.pop(key)
@@ -199,23 +187,50 @@ class EvaluationPool:
     def poll(self) -> list[tuple[Pending, dict]]:
         """Finished evaluations since the last call (without waiting)."""
         out = []
-        for fut in self.ac.next_batch(block=False):
+        for fut in self.completions.next_batch(block=False):
             key = fut.key
             if key not in self.pending:  # cancelled and resubmitted already
                 fut.release()
                 continue
             if fut.status != "finished":
                 exc = fut.exception() if fut.status == "error" else RuntimeError(fut.status)
-                if fut.status == "cancelled" or is_loss(exc) or isinstance(exc, ReplayLost):
+                if fut.status == "cancelled" or is_loss(exc):
                     self.resubmit(key, f"{type(exc).__name__}: {exc}")
                     continue
                 raise exc
             try:
                 res = fut.result()
             except Exception as exc:  # finished on a worker that died before it was fetched
-                if not (is_loss(exc) or isinstance(exc, ReplayLost)):
+                if not is_loss(exc):
                     raise
                 self.resubmit(key, f"its result was lost: {type(exc).__name__}")
                 continue
             out.append((self._forget(key, cancel=False), res))
         return out
+
+    # -- closing -----------------------------------------------------------------------------
+    def drain(self, timeout: float = 60.0, settle: float = 0.5) -> None:
+        """Wait (bounded) until cancelled evaluations have left the workers.
+
+        A running task cannot be interrupted: a cancelled evaluation goes on and pushes its
+        transitions to the replay, and an actor released under it makes the worker log a
+        ``KeyError`` traceback for every such call. Checked twice, ``settle`` seconds apart:
+        the scheduler's messages to a worker are batched, so a task sent just before it was
+        cancelled can reach its worker (and start: a worker runs a task it was told to,
+        cancelled or not) after a check that found nothing anywhere (seen in CI: pushes 20 ms
+        after the replay was released). In this process nothing is left running.
+        """
+        if not self.executor.remote:
+            return
+        deadline = time.monotonic() + timeout
+        quiet = 0
+        while time.monotonic() < deadline:
+            try:
+                busy = self.executor.busy(self.prefix)
+            except Exception:  # noqa: BLE001 - closing: a lost worker runs nothing
+                return
+            quiet = 0 if busy else quiet + 1
+            if quiet == 2:
+                return
+            time.sleep(settle if quiet else 0.1)
+        log.info("closing %s: individuals still running after %.0f s", self.name, timeout)
