@@ -231,6 +231,42 @@ def test_inline_aesrl_is_reproducible_and_keeps_its_books():
         assert row["p"] == pytest.approx(recomputed_p(row), abs=1e-12)
 
 
+def test_transitions_a_lost_replay_refused_are_counted_and_the_fitness_kept(monkeypatch):
+    """An individual whose replay is gone when it pushes keeps its fitness (the update still
+    happens) and its transitions are counted in ``lost_transitions``; any other error in the
+    push is a bug and is raised."""
+    from esnb.replay.server import ReplayLost, ReplayServer
+    from esnb.runners.aesrl.tasks import evaluate_individual
+    from esnb.runners.executor import LocalProxy
+
+    refused, add = [], ReplayServer.add
+
+    def flaky_add(self, batch, *args, **kwargs):
+        if len(refused) < 3 and len(self.buffer) > 0:
+            refused.append(len(batch["obs"]))
+            raise ReplayLost("the replay's worker is gone")
+        return add(self, batch, *args, **kwargs)
+
+    monkeypatch.setattr(ReplayServer, "add", flaky_add)
+    runner = AESRL(ENV, seed=2, client=False, **SMALL)
+    runner.step(12)
+    h, c = runner.history, runner.counters
+    assert len(refused) == 3 and h.applied.sum() >= 10
+    in_flight = runner.in_flight * SMALL["max_episode_steps"]
+    assert sum(refused) - in_flight <= c["lost_transitions"] <= sum(refused)
+    assert c["lost_transitions"] > 0
+    # every applied individual's transitions were stored or refused (and those in flight too)
+    assert runner.replay.call("stats")["size"] + sum(refused) >= h.length.sum()
+    runner.close()
+
+    class Broken:
+        def add(self, batch):
+            raise KeyError("a bug, not a lost worker")
+
+    with pytest.raises(KeyError, match="a bug"):
+        evaluate_individual(runner.task_config, runner.mu, 3, 0.1, LocalProxy(Broken()))
+
+
 def test_preset_paper_takes_the_published_values():
     cfg = AESRLConfig.build(preset="paper", env="Swimmer-v5")
     assert (cfg.actor_hidden, cfg.critic_hidden) == ((400, 300), (400, 300))

@@ -48,6 +48,24 @@ def test_numpy_actor_matches_torch_and_respects_bounds():
     assert np.all(got >= [-1, -2]) and np.all(got <= [1, 0])
 
 
+def test_numpy_actor_returns_a_fresh_array_that_noise_may_change_in_place():
+    """AES-RL's exploration (esnb.envs.rollout.scaled_noise) adds noise to act()'s array in
+    place, and run_episode records each action: every call must return a new array."""
+    from esnb.envs.rollout import scaled_noise
+
+    s = spec()
+    actor = NumpyTD3Actor(s, init_actor(s, np.random.default_rng(0)))
+    obs = np.ones(OBS, dtype=np.float32)
+    first, second = actor.act(obs), actor.act(obs)
+    assert first is not second and not np.shares_memory(first, second)
+    clean = first.copy()
+    noisy = scaled_noise(actor.act, np.float32(0.5) * actor.half, actor.low, actor.high,
+                         np.random.default_rng(2))
+    a = noisy(obs)
+    assert not np.array_equal(a, clean) and np.array_equal(first, clean)
+    assert np.all(a >= actor.low) and np.all(a <= actor.high)
+
+
 def test_init_is_torch_linear_default():
     s = spec(hidden=(400, 300))
     flat = init_actor(s, np.random.default_rng(0))
