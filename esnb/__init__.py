@@ -17,6 +17,7 @@ _LAZY = {
     "ApeX": "esnb.runners.apex",
     "ApeXDPG": "esnb.runners.apex",
     "Impala": "esnb.runners.impala",
+    "ImpalaConfig": "esnb.runners.impala",
     "EORL": "esnb.runners.eorl",
     "AESRL": "esnb.runners.aesrl",
     "CEMRL": "esnb.runners.aesrl",

@@ -9,10 +9,17 @@ import torch
 
 from esnb.envs.make import env_spaces
 from esnb.rl.actor_critic import ActorCriticSpec, NumpyActor, init_actor_critic
-from esnb.rl.impala import ActorCritic, ImpalaLearner, LossConfig, impala_loss, vtrace_inputs
+from esnb.rl.impala import (
+    ActorCritic,
+    ImpalaLearner,
+    LossConfig,
+    clip_rewards,
+    impala_loss,
+    vtrace_inputs,
+)
 from esnb.rl.unrolls import UnrollQueue
 from esnb.rl.vtrace import vtrace
-from esnb.workers.impala import ActorConfig, drop_actors, impala_evaluate, impala_unrolls
+from esnb.runners.impala.tasks import ActorConfig, drop_actors, impala_evaluate, impala_unrolls
 
 
 def make_spec(env):
@@ -196,6 +203,46 @@ def test_truncation_bootstraps_from_value_of_cut_off_state(cartpole):
     assert torch.equal(x0["target"], x0["behaviour"])
     with pytest.raises(ValueError, match="correction must be one of"):
         vtrace_inputs(model, batch, LossConfig(correction="retrace"))
+
+
+def test_reward_clipping_enters_vtrace_before_scaling_and_bootstrapping(cartpole):
+    spec, flat = cartpole
+    q = UnrollQueue()
+    block = fake_result(4, 3, 0, trunc=((1, 2),))
+    block["rewards"] = np.array([[-7.0, -0.5, 3.0], [0.25, 12.0, 2.0], [-1.0, 1.0, 0.0],
+                                 [-30.0, 0.9, 5.0]], np.float32)
+    q.add(block)
+    batch = q.take(3, 4)
+    model = ActorCritic(spec, flat)
+    raw = torch.from_numpy(block["rewards"])
+    with torch.no_grad():
+        _, v_cut = model(torch.from_numpy(batch.trunc_obs))
+    boot = 0.9 * float(v_cut[0])
+    for mode, clipped in [
+        ("none", raw),
+        ("abs_one", raw.clamp(-1, 1)),
+        # the released code: 5 tanh(r / 5), negative rewards weighted 0.3
+        ("soft_asymmetric", torch.where(raw < 0, 0.3, 1.0) * 5 * torch.tanh(raw / 5)),
+    ]:
+        x = vtrace_inputs(model, batch, LossConfig(discount=0.9, reward_clipping=mode,
+                                                   reward_scale=2.0))
+        want = 2.0 * clipped
+        want[1, 2] += boot  # the truncation's bootstrap value is neither clipped nor scaled
+        torch.testing.assert_close(x["rewards"], want, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(clip_rewards(raw, "abs_one"), raw.clamp(-1, 1))
+    with pytest.raises(ValueError, match="reward_clipping must be one of"):
+        vtrace_inputs(model, batch, LossConfig(reward_clipping="sign"))
+
+
+def test_rmsprop_epsilon_and_decay_are_settings(cartpole):
+    spec, flat = cartpole
+    learner = ImpalaLearner(spec, flat, optimizer="rmsprop", rmsprop_eps=0.01,
+                            rmsprop_decay=0.95)
+    group = learner.opt.param_groups[0]
+    assert isinstance(learner.opt, torch.optim.RMSprop)
+    assert (group["eps"], group["alpha"], group["momentum"]) == (0.01, 0.95, 0)
+    default = ImpalaLearner(spec, flat, optimizer="rmsprop").opt.param_groups[0]
+    assert (default["eps"], default["alpha"]) == (0.1, 0.99)  # the released code's
 
 
 def test_loss_gradient_and_learner_step(cartpole):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from esnb.runners.impala import Impala
-from esnb.workers.impala import actor_slots
+from esnb.runners.impala.tasks import actor_slots
 
 SMALL = dict(hidden=(32, 32), envs_per_actor=4, batch_size=8, unroll_length=10,
              updates_per_iteration=5, eval_interval=0)
@@ -40,7 +40,11 @@ def test_cluster_run_records_lag_and_throughput(cart, client):
     assert (h.updates_per_s > 0).all()
     assert h.episodes.iloc[-1] > 0 and np.isfinite(h.return_mean).any()
     assert np.isfinite(h[["pg_loss", "baseline_loss", "entropy", "grad_norm"]]).all().all()
-    # actor tasks ran on both workers: each holds actor state of this run
+    # actor tasks ran on both workers: each holds actor state of this run. A slot's state is
+    # made when its first task starts: on a loaded machine a slot's task can still be queued
+    # behind another slot's when the 4 iterations end (seen before the executor too), so let
+    # the tasks in flight finish first
+    client.gather(list(cart.slots.inflight.values()))
     held = client.run(actor_slots, cart._run)
     assert len(held) == 2 and all(held.values())
     assert sorted(sum(held.values(), [])) == [0, 1, 2, 3]  # each slot lives on one worker
@@ -137,13 +141,16 @@ def test_mujoco_gaussian_policy_runs(client):
 
 @pytest.mark.parametrize("kw, match", [
     (dict(env="CartPol-v1"), "unknown environment id"),
-    (dict(envs_per_actor=0), "envs_per_actor must be an integer >= 1"),
-    (dict(actors=0), "actors must be an integer >= 1"),
+    (dict(envs_per_actor=0), r"envs_per_actor must be an integer in \[1,"),
+    (dict(actors=0), r"actors must be an integer in \[1,"),
     (dict(batch_size=0), "batch_size must be"),
     (dict(clip_pg_rho_threshold=0), "clip_pg_rho_threshold must be"),
     (dict(optimizer="sgd"), "optimizer must be one of"),
     (dict(learner_threads=0), "learner_threads must be"),
-    (dict(min_task_runtime=-1), "min_task_runtime must be >= 0"),
+    (dict(min_task_runtime=-1), r"min_task_runtime must be a number in \[0,"),
+    (dict(reward_clipping="sign"), "reward_clipping must be one of"),
+    (dict(rmsprop_eps=0), "rmsprop_eps must be"),
+    (dict(lr_schedule=1), "unknown setting 'lr_schedule'"),
 ])
 def test_bad_constructor_arguments(kw, match):
     kw = {"env": "CartPole-v1", **kw}
@@ -166,7 +173,7 @@ def test_cli_train_impala_inline(tmp_path):
     out = tmp_path / "run"
     code = main(["train", "impala", "--env", "CartPole-v1", "--workers", "0",
                  "--learner-steps", "20", "--batch-size", "8", "--unroll-length", "10",
-                 "--envs-per-actor", "4", "--hidden", "16", "--eval-episodes", "2",
+                 "--envs-per-actor", "4", "--hidden", "16", "--final-eval", "2",
                  "--out", str(out), "--no-progress"])
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())
@@ -191,3 +198,54 @@ def test_survives_a_killed_worker(fresh_client):
         assert np.isfinite(r.history.pg_loss).all()
     finally:
         r.close()
+
+
+def test_paper_preset_and_resolved_settings():
+    from esnb.runners.executor import InlineExecutor
+    from esnb.runners.impala import ImpalaConfig
+
+    paper = ImpalaConfig.build(preset="paper")
+    assert (paper.optimizer, paper.rmsprop_eps, paper.rmsprop_decay) == ("rmsprop", 0.1, 0.99)
+    assert (paper.reward_clipping, paper.entropy_cost, paper.lr) == ("abs_one", 0.00025, 0.00048)
+    assert (paper.unroll_length, paper.batch_size, paper.baseline_cost) == (100, 32, 0.5)
+    assert paper.actors * paper.envs_per_actor == 48  # the README's 48 actors
+    r = Impala("CartPole-v1", client=InlineExecutor(), preset="paper", **SMALL)
+    try:
+        group = r.learner.opt.param_groups[0]
+        assert (group["eps"], group["alpha"]) == (0.1, 0.99)
+        assert r.controls["reward_clipping"] == "abs_one" and r.controls["entropy_cost"] == 2.5e-4
+        assert r.controls["obs_norm"] is False  # none -> off for Discrete actions
+        assert r.config_dict()["obs_norm"] is False and r.n_actors == 3
+        r.step(1)
+        assert r.history.learner_steps.iloc[-1] == 5
+    finally:
+        r.close()
+    # an executor object inline runs exactly as client=False
+    a = Impala("CartPole-v1", client=InlineExecutor(), seed=5, **SMALL)
+    b = Impala("CartPole-v1", client=False, seed=5, **SMALL)
+    try:
+        a.step(1)
+        b.step(1)
+        np.testing.assert_array_equal(a.params, b.params)
+        assert a.n_actors == b.n_actors == 2  # actors_per_worker x 1 inline worker
+    finally:
+        a.close()
+        b.close()
+
+
+def test_train_impala_help_shows_every_setting_with_its_default():
+    import contextlib
+    import io
+
+    from esnb.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        main(["train", "impala", "--help"])
+    text = " ".join(out.getvalue().split())
+    for part in ("--learner-steps N", "--steps N", "--preset {laptop,paper}",
+                 "--rmsprop-eps RMSPROP_EPS", "[default: 0.1]",
+                 "--reward-clipping {none,abs_one,soft_asymmetric}",
+                 "[default: none; paper: abs_one]", "[default: 0.01; paper: 0.00025; live]",
+                 "--obs-norm, --no-obs-norm"):
+        assert part in text, part

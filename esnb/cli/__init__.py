@@ -26,7 +26,14 @@ TRAINERS: dict[str, Trainer | str] = {
                     "(Campos et al. 2018) with --iw-k."),
     "apex": "esnb.cli.apex",
     "apex-dpg": "esnb.cli.apex_dpg",
-    "impala": "esnb.cli.impala",
+    "impala": Trainer(
+        runner="esnb.runners.impala:Impala",
+        config="esnb.runners.impala.config:ImpalaConfig",
+        budgets={"learner-steps": ("learner_steps", "learner steps to run"),
+                 "steps": ("env_steps", "env steps (actor frames) to run")},
+        default_budget={"learner_steps": 1000},
+        description="IMPALA with V-trace (Espeholt et al. 2018): actor slots on the workers, "
+                    "one learner correcting their unrolls."),
     "eorl": "esnb.cli.eorl",
     "aesrl": Trainer(
         runner="esnb.runners.aesrl:AESRL", config="esnb.runners.aesrl.config:AESRLConfig",

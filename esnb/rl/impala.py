@@ -6,9 +6,11 @@ One learner step, top to bottom (:meth:`ImpalaLearner.step`):
 1. one forward pass over every observation of the batch: x_0..x_T of each unroll, plus the
    final observations cut off by a time limit inside the unrolls;
 2. target log-probs log pi(a_t|x_t) and entropies of the actions the actors took;
-3. rewards and discounts: gamma_t = gamma, or 0 where the episode ended; at a time-limit
-   truncation ``gamma * V(x_final)`` (current network, no gradient) is added to r_t, so the
-   truncation bootstraps instead of terminating (see :mod:`esnb.rl.vtrace`);
+3. rewards and discounts: rewards clipped (``reward_clipping``: none, the paper's [-1, 1],
+   or the released code's ``soft_asymmetric``), then scaled; gamma_t = gamma, or 0 where the
+   episode ended; at a time-limit truncation ``gamma * V(x_final)`` (current network, no
+   gradient) is added to r_t, so the truncation bootstraps instead of terminating (see
+   :mod:`esnb.rl.vtrace`);
 4. V-trace targets v_s and advantages A_s (no gradient), or, with ``correction="none"``,
    the same formulas with rho = c = 1 forced (target log-probs := behaviour log-probs);
 5. loss = policy gradient ``-sum log pi(a_s|x_s) A_s`` + baseline
@@ -32,6 +34,9 @@ from esnb.rl.vtrace import vtrace
 
 CORRECTIONS = ("vtrace", "none")
 OPTIMIZERS = ("adam", "rmsprop")
+#: how rewards are clipped before they enter V-trace (google-deepmind/scalable_agent's
+#: ``--reward_clipping``: ``abs_one`` is the paper's clip to [-1, 1], the code's default)
+REWARD_CLIPPINGS = ("none", "abs_one", "soft_asymmetric")
 
 
 class ActorCritic(nn.Module):
@@ -107,6 +112,24 @@ class LossConfig:
     lambda_: float = 1.0
     correction: str = "vtrace"
     reward_scale: float = 1.0
+    reward_clipping: str = "none"
+
+
+def clip_rewards(rewards: torch.Tensor, mode: str) -> torch.Tensor:
+    """Rewards as the loss sees them (``mode`` one of :data:`REWARD_CLIPPINGS`).
+
+    ``abs_one`` clips to [-1, 1] (the paper's Atari and DMLab runs); ``soft_asymmetric``
+    squashes ``5 tanh(r / 5)`` and scales negative rewards by 0.3 (the released code's
+    DMLab-30 choice, ``scalable_agent/experiment.py``); ``none`` leaves them.
+    """
+    if mode == "none":
+        return rewards
+    if mode == "abs_one":
+        return torch.clamp(rewards, -1.0, 1.0)
+    if mode == "soft_asymmetric":
+        squeezed = torch.tanh(rewards / 5.0)
+        return torch.where(rewards < 0, 0.3 * squeezed, squeezed) * 5.0
+    raise ValueError(f"reward_clipping must be one of {REWARD_CLIPPINGS}, got {mode!r}")
 
 
 def vtrace_inputs(model: ActorCritic, batch: UnrollBatch, cfg: LossConfig) -> dict:
@@ -118,7 +141,7 @@ def vtrace_inputs(model: ActorCritic, batch: UnrollBatch, cfg: LossConfig) -> di
         ``logp`` and ``entropy`` [T, B] (differentiable), ``values`` [T+1, B]
         (differentiable; row T is the bootstrap value), and, without gradient, ``behaviour``
         [T, B], ``target`` [T, B] (= behaviour with ``correction="none"``), ``rewards`` [T, B]
-        (scaled, truncations bootstrapped) and ``discounts`` [T, B].
+        (clipped, scaled, truncations bootstrapped) and ``discounts`` [T, B].
     """
     if cfg.correction not in CORRECTIONS:
         raise ValueError(f"correction must be one of {CORRECTIONS}, got {cfg.correction!r}")
@@ -131,7 +154,8 @@ def vtrace_inputs(model: ActorCritic, batch: UnrollBatch, cfg: LossConfig) -> di
     actions = actions.reshape(T * B) if model.spec.discrete else actions.reshape(T * B, -1)
     logp, entropy = model.log_prob_entropy(outputs[:T * B], actions)
 
-    rewards = torch.from_numpy(batch.rewards.astype(np.float32)) * cfg.reward_scale
+    rewards = torch.from_numpy(batch.rewards.astype(np.float32))
+    rewards = clip_rewards(rewards, cfg.reward_clipping) * cfg.reward_scale
     ended = torch.from_numpy(batch.terminated | batch.truncated)
     discounts = torch.where(ended, 0.0, cfg.discount).to(torch.float32)
     if len(extra):  # bootstrap time-limit truncations from the value of the cut-off state
@@ -195,14 +219,25 @@ class ImpalaLearner:
     lr : float
         Initial learning rate (set per step by :meth:`step`).
     optimizer : {"adam", "rmsprop"}
-        Adam (default; eps 1e-5) or the reference's RMSProp (decay 0.99, eps 0.1: the
-        reference sums its loss over T x B, so gradients are large).
+        Adam (default; eps 1e-5) or the reference's RMSProp (no momentum; the reference sums
+        its loss over T x B, so gradients are large and its epsilon is large too).
     obs_norm : bool
         Keep running observation statistics and normalise with them.
+    rmsprop_eps, rmsprop_decay : float
+        RMSProp's epsilon and decay (the released code: 0.1 and 0.99).
+
+    Notes
+    -----
+    ``torch.optim.RMSprop`` is not TensorFlow 1's RMSProp at the same epsilon: TensorFlow
+    divides by ``sqrt(ms + eps)`` and starts ``ms`` at one, torch divides by ``sqrt(ms) + eps``
+    and starts it at zero. For small second moments TF's epsilon acts like torch's
+    ``sqrt(eps)``: the paper's 0.1 is about torch's 0.32, and torch's 0.1 about TF's 0.01.
+    ``rmsprop_eps`` is torch's.
     """
 
     def __init__(self, spec: ActorCriticSpec, flat: np.ndarray, lr: float = 1e-3,
-                 optimizer: str = "adam", obs_norm: bool = False):
+                 optimizer: str = "adam", obs_norm: bool = False, rmsprop_eps: float = 0.1,
+                 rmsprop_decay: float = 0.99):
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
         self.spec = spec
@@ -210,7 +245,8 @@ class ImpalaLearner:
         if optimizer == "adam":
             self.opt = torch.optim.Adam(self.model.parameters(), lr=lr, eps=1e-5)
         else:
-            self.opt = torch.optim.RMSprop(self.model.parameters(), lr=lr, alpha=0.99, eps=0.1)
+            self.opt = torch.optim.RMSprop(self.model.parameters(), lr=lr, alpha=rmsprop_decay,
+                                           eps=rmsprop_eps)
         self.obs_norm = bool(obs_norm)
         self.obs_stats = ObsStats(spec.obs_dim)
         self.version = 0  # bumped by every optimiser step: actors tag unrolls with it

@@ -1,7 +1,7 @@
 """Unrolls between IMPALA's actors and its learner (Espeholt et al. 2018, arXiv 1802.01561):
 the batch the learner trains on, and the FIFO queue that assembles batches from actor tasks.
 
-Actor tasks return blocks of unrolls (:func:`esnb.workers.impala.impala_unrolls`); the learner
+Actor tasks return blocks of unrolls (:func:`esnb.runners.impala.tasks.impala_unrolls`); the learner
 takes the oldest B unrolls of the current unroll length T, whichever tasks they came from.
 Unrolls of another length (the ``unroll_length`` control changed) and unrolls an environment
 broke (a non-finite reward or observation) are dropped and counted.

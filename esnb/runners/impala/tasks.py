@@ -1,4 +1,5 @@
-"""IMPALA's actors (Espeholt et al. 2018, arXiv 1802.01561) as tasks on Dask workers.
+"""IMPALA's worker-side tasks (Espeholt et al. 2018, arXiv 1802.01561): actor slots and
+greedy evaluation (run on Dask workers, or inline in the driver).
 
 An *actor* is a slot: ``envs_per_actor`` environments stepped in lockstep with one batched
 numpy forward per step (:class:`~esnb.rl.actor_critic.NumpyActor`). Its state (environments,
@@ -11,20 +12,22 @@ If a slot's task lands on a worker that does not hold its state (the runner pins
 workers, but a worker can die or Dask can move a task), the slot starts fresh episodes there:
 every unroll is self-contained (it starts in some state and bootstraps at its end), so this
 costs only the abandoned episodes.
+
+A slot steps its environments in lockstep, unroll segment by unroll segment (not whole
+episodes), so it keeps its own stepping; greedy evaluation runs whole episodes on the one
+episode loop, :func:`esnb.envs.rollout.run_episode`.
 """
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from esnb.envs.rollout import FastEnv
+from esnb.envs.rollout import FastEnv, cached_env, run_episode
 from esnb.rl.actor_critic import ActorCriticSpec, NumpyActor
-from esnb.runners.es.tasks import get_env
 
 
 @dataclass(frozen=True)
@@ -217,27 +220,19 @@ def impala_unrolls(cfg: ActorConfig, payload: dict, slot: int, task: int, segmen
 def impala_evaluate(cfg: ActorConfig, payload: dict, env_seeds: np.ndarray) -> dict:
     """Greedy episodes (argmax / clipped mean) of the published policy, one per seed."""
     t0 = time.perf_counter()
-    env = get_env(cfg)
+    env = cached_env(cfg.env_id, cfg.max_episode_steps, cfg.env_kwargs)
     actor = NumpyActor(cfg.spec, payload["params"], payload.get("obs_mean"),
                        payload.get("obs_std"))
-    core, limit = env.core, env.limit
     discrete = cfg.spec.discrete
-    returns = np.zeros(len(env_seeds), dtype=np.float64)
-    lengths = np.zeros(len(env_seeds), dtype=np.int64)
-    finite = np.ones(len(env_seeds), dtype=bool)
-    for i, seed in enumerate(env_seeds):
-        obs, _ = core.reset(seed=int(seed))
-        total, t = 0.0, 0
-        while t < limit:
-            a = actor.greedy(np.ravel(obs)[None])[0]
-            obs, r, term, trunc, _ = core.step(int(a) if discrete else a)
-            t += 1
-            total += float(r)
-            if term or trunc:
-                break
-        returns[i], lengths[i] = total, t
-        finite[i] = math.isfinite(total) and bool(np.isfinite(obs).all())
-    return {"returns": returns, "lengths": lengths, "finite": finite,
+
+    def act(obs):
+        a = actor.greedy(np.ravel(obs)[None])[0]
+        return int(a) if discrete else a
+
+    episodes = [run_episode(env, act, int(seed)) for seed in env_seeds]
+    lengths = np.array([ep.length for ep in episodes], dtype=np.int64)
+    return {"returns": np.array([ep.ret for ep in episodes], dtype=np.float64),
+            "lengths": lengths, "finite": np.array([ep.finite for ep in episodes], dtype=bool),
             "steps": int(lengths.sum()), "seconds": time.perf_counter() - t0}
 
 

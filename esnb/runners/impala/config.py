@@ -1,0 +1,139 @@
+"""The settings of ``esnb.Impala`` (Espeholt et al. 2018, arXiv 1802.01561), each declared once
+(see :mod:`esnb.settings`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from esnb.rl.impala import CORRECTIONS, OPTIMIZERS, REWARD_CLIPPINGS
+from esnb.settings import Settings, setting
+
+_RATIO = dict(low=0.0, low_open=True, high=1e6, log=True, live=True)
+_CODE = "google-deepmind/scalable_agent's experiment.py default"
+
+
+@dataclass(frozen=True)
+class ImpalaConfig(Settings):
+    """IMPALA: actor slots on the workers produce unrolls with the parameters they were handed;
+    one learner corrects them with V-trace.
+
+    ``preset="paper"`` takes the values of the authors' released code
+    (``google-deepmind/scalable_agent``, ``experiment.py`` flags and README command): RMSProp
+    (epsilon 0.1, decay 0.99, no momentum), learning rate 0.00048, entropy cost 0.00025,
+    rewards clipped to [-1, 1], unrolls of 100 steps, batches of 32, 48 environments. The
+    paper's ResNet + LSTM network, action repeats and linear learning-rate decay are not
+    expressible here (MLP policy and value; ``lr`` is a live control an observer can anneal).
+    Gradient clipping stays at 40 (the paper's tables; the released code does not clip).
+    ``rmsprop_eps`` has torch's meaning, not TensorFlow's: TF adds epsilon under the square
+    root and starts the mean square at one, so TF's 0.1 acts like torch's ~0.32 for small
+    second moments (see :class:`esnb.rl.impala.ImpalaLearner`); the preset keeps the number
+    as published. ``obs_norm`` none means on for Box actions and off for Discrete ones (the
+    paper's Atari and DMLab tasks are discrete: off, as the paper's frames / 255).
+    """
+
+    algorithm = "Impala"
+
+    env: str = setting("CartPole-v1", control=True,
+                       help="gymnasium id with Box observations and Discrete or Box actions")
+    seed: int = setting(0, low=0, control=True, help="seed of every random draw of the run")
+    # -- the loss and the learner (live) ---------------------------------------------------
+    lr: float = setting(1e-3, low=0.0, low_open=True, high=1.0, log=True, live=True,
+                        paper=0.00048, why="Adam at 1e-3 learns the small laptop tasks in a "
+                                           "minute; 0.00048 is the released code's RMSProp rate",
+                        help="learning rate of the optimiser")
+    entropy_cost: float = setting(0.01, low=0.0, high=10.0, live=True, paper=0.00025,
+                                  why=f"{_CODE} (DMLab); CartPole-sized tasks explore too "
+                                      f"little with it",
+                                  help="weight of the entropy bonus")
+    baseline_cost: float = setting(0.5, low=0.0, high=100.0, live=True,
+                                   help="weight of 1/2 sum (v_s - V)^2")
+    clip_rho_threshold: float = setting(1.0, **_RATIO, help="rho bar: clip of the importance "
+                                                            "ratio in the V-trace TD errors")
+    clip_pg_rho_threshold: float = setting(1.0, **_RATIO,
+                                           help="rho bar pg: clip of the ratio weighting "
+                                                "policy-gradient advantages")
+    clip_c_threshold: float = setting(1.0, **_RATIO, help="c bar: clip of the trace "
+                                                          "coefficients")
+    vtrace_lambda: float = setting(1.0, low=0.0, high=1.0, live=True,
+                                   help="lambda: scales the trace coefficients c_t")
+    correction: str = setting("vtrace", choices=CORRECTIONS, live=True,
+                              help="'none' forces rho = c = 1 (no off-policy correction)")
+    unroll_length: int = setting(20, low=1, high=10_000, live=True, paper=100,
+                                 why=f"{_CODE} (DMLab; the Atari runs used 20); short unrolls "
+                                     f"keep a laptop's learner steps short",
+                                 help="T: steps per unroll (queued unrolls of another length "
+                                      "are dropped)")
+    batch_size: int = setting(32, low=1, high=100_000, live=True,
+                              help="B: unrolls per learner step")
+    max_grad_norm: float = setting(40.0, low=0.0, high=1e9, live=True,
+                                   help="clip the gradient's global norm (0: no clipping)")
+    actor_lag: int = setting(0, low=0, high=100_000, live=True,
+                             help="lag injection: actors get parameters this many versions old")
+    queue_batches: int = setting(2, low=1, high=1000, live=True,
+                                 help="actors wait while this many batches of unrolls are queued")
+    eval_interval: int = setting(100, low=0, high=10**9, live=True,
+                                 help="greedy evaluation every n learner steps (0: never)")
+    eval_episodes: int = setting(10, low=1, high=10_000, live=True,
+                                 help="episodes per greedy evaluation")
+    # -- fixed ---------------------------------------------------------------------------------
+    discount: float = setting(0.99, low=0.0, high=1.0, control=True, help="gamma")
+    reward_scale: float = setting(1.0, low=0.0, low_open=True, high=1e6, control=True,
+                                  help="rewards are multiplied by this in the loss (after "
+                                       "clipping)")
+    reward_clipping: str = setting("none", choices=REWARD_CLIPPINGS, control=True,
+                                   paper="abs_one",
+                                   why="clipping changes what a Box-action task rewards; "
+                                       "the paper clips Atari and DMLab rewards",
+                                   help="clip rewards in the loss: none, abs_one ([-1, 1], the "
+                                        "paper's) or soft_asymmetric (the code's DMLab-30 "
+                                        "squashing)")
+    obs_norm: bool | None = setting(None, kind="bool", control=True,
+                                    help="normalise observations with running statistics "
+                                         "(none: on for Box actions, off for Discrete)")
+    optimizer: str = setting("adam", choices=OPTIMIZERS, control=True, paper="rmsprop",
+                             why="Adam (eps 1e-5) learns the small laptop tasks faster and "
+                                 "more reliably",
+                             help="adam, or the reference's rmsprop")
+    rmsprop_eps: float = setting(0.1, low=0.0, low_open=True, high=10.0, log=True,
+                                 help="RMSProp epsilon in torch's meaning, added to sqrt(ms) "
+                                      "(TensorFlow's 0.1 under the root is about torch's 0.32)")
+    rmsprop_decay: float = setting(0.99, low=0.0, high=1.0, high_open=True,
+                                   help="RMSProp decay of the mean square")
+    # -- networks ------------------------------------------------------------------------------
+    hidden: tuple[int, ...] = setting((64, 64), low=1,
+                                      help="hidden sizes of both MLPs (policy and value are "
+                                           "separate networks)")
+    activation: str = setting("tanh", choices=("tanh", "relu"), help="hidden activation")
+    init_log_std: float = setting(-0.5, low=-20.0, high=2.0,
+                                  help="initial log-std of Gaussian policies")
+    # -- actors --------------------------------------------------------------------------------
+    actors: int | None = setting(None, kind="int", low=1, paper=3,
+                                 why="the README's 48 actors as 3 slots of 16 environments; "
+                                     "the laptop default follows the workers",
+                                 help="actor slots (none: actors_per_worker x workers)")
+    actors_per_worker: int = setting(2, low=1, high=1000,
+                                     help="slots per worker: 2 keep a worker busy while a "
+                                          "finished task's result travels")
+    envs_per_actor: int = setting(16, low=1, high=4096,
+                                  help="environments per slot, stepped in lockstep with one "
+                                       "numpy forward")
+    updates_per_iteration: int = setting(10, low=1, high=100_000,
+                                         help="learner steps per history row (and per "
+                                              "controls snapshot)")
+    min_task_runtime: float = setting(0.05, low=0.0, high=3600.0,
+                                      help="seconds an actor task should at least run on a "
+                                           "cluster (segments are batched to reach it); "
+                                           "shorter tasks lower the policy lag")
+    max_segments: int = setting(64, low=1, high=100_000, help="most unroll segments per task")
+    segments_per_task: int | None = setting(
+        None, kind="int", low=1,
+        help="fix the segments per task (none: adaptive on a cluster; in a reproducible "
+             "run ceil(batch_size / envs_per_actor))")
+    max_episode_steps: int | None = setting(None, kind="int", low=1,
+                                            help="episode cap (none: the env's own limit; "
+                                                 "reaching it is a truncation)")
+    env_kwargs: dict = setting({}, help="extra gymnasium.make arguments (JSON on the CLI)")
+    learner_threads: int | None = setting(
+        1, kind="int", low=1, high=1024,
+        help="torch threads of this process, set when the runner is made (none: leave torch "
+             "alone); 1: the learner's matrices are small and the cores belong to the actors")
