@@ -19,6 +19,7 @@ _LAZY = {
     "Impala": "esnb.runners.impala",
     "ImpalaConfig": "esnb.runners.impala",
     "EORL": "esnb.runners.eorl",
+    "EORLConfig": "esnb.runners.eorl",
     "AESRL": "esnb.runners.aesrl",
     "CEMRL": "esnb.runners.aesrl",
     "Runner": "esnb.runners.base",

@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 import torch
 
+from esnb.rl.eorl import EORLLearner
 from esnb.rl.eorl_baselines import CBELearner, CEMRRLearner, HERLearner, PERLearner
-from esnb.rl.eorl_learners import EORLLearner, MCLearner, default_eps_decay
+from esnb.rl.eorl_episodes import default_eps_decay
+from esnb.rl.eorl_learners import MCLearner
 from esnb.rl.mc_dqn import PopulationQNet, mc_returns, one_thread
 from esnb.runners.eorl import ALGORITHMS, EORL, VAN, make_runner
 
@@ -155,15 +157,26 @@ def test_live_controls_turn_operators_on_and_are_logged():
 
 
 def test_eorl_learns_bitflip_6_far_better_than_chance():
+    """EORL-05-05 on BitFlip m = 6 (400 episodes, the paper's budget), over 5 seeds.
+
+    One seed is too chaotic to pin: over 40 seeds (torch 2.13, numpy 2.4.6, gymnasium 1.4)
+    the last-100 mean was 8.74 +- 0.45 per seed (min 7.52, 93% above 8; seed 0: 7.54), and
+    the best member's greedy policy was optimal in 85% of the runs (-1, the goal never
+    reached, in 10%). The paper reports 9.29 (10 seeds); a random walk gets 0.5 to 4.
+    """
     torch.set_num_threads(1)
-    run = EORL("bitflip", {"n_bits": 6}, episodes=400, variant="EORL-05-05", seed=0)
-    run.step(400)
-    last = run.returns[-100:].mean()
     chance = VAN("bitflip", {"n_bits": 6}, episodes=200, seed=0, eps_decay=1.0)  # random play
     chance.step(200)
     assert 0.5 < chance.returns.mean() < 4.0  # a random walk finds 111111 in ~1 of 4 episodes
-    assert last > 8.0  # the optimum is 10 - 5/30 = 9.83
-    np.testing.assert_allclose(run.evaluate(5), 10 - 5 / 30)
+    last, optimal = [], 0
+    for seed in range(5):
+        run = EORL("bitflip", {"n_bits": 6}, episodes=400, variant="EORL-05-05", seed=seed)
+        run.step(400)
+        last.append(run.returns[-100:].mean())
+        optimal += bool(np.allclose(run.evaluate(5), 10 - 5 / 30))  # the optimum is 9.83
+    assert np.mean(last) > 8.0  # the mean of 5 seeds has a std of ~0.2
+    assert min(last) > 7.0  # every seed far above chance
+    assert optimal >= 3  # most runs' best member goes straight to the goal
 
 
 @pytest.mark.parametrize("algorithm", list(ALGORITHMS))
@@ -231,7 +244,7 @@ def test_cem_round_robin_and_pool():
     (lambda: EORL("bitflip", kappa=1.5), r"kappa must be a number in \[0, 1\]"),
     (lambda: EORL("bitflip", mu=-0.1), r"mu must be a number in \[0, 1\]"),
     (lambda: EORL("bitflip", schedule="sometimes"), "one of 'uniform', 'active'"),
-    (lambda: EORL("bitflip", variant="EORL-99"), "EORL-FIX, EORL-05-00, EORL-05-05"),
+    (lambda: EORL("bitflip", variant="EORL-99"), "'EORL-FIX', 'EORL-05-00', 'EORL-05-05'"),
     (lambda: EORL("bitflip", variant="EORL-FIX", kappa=0.1), "either variant or kappa"),
     (lambda: EORL("gridnav", {"size": 8, "subgoals": "3"}), "'0', '1', '2', '2-'"),
     (lambda: EORL("gridnav", {"size": 1}), "size must be an integer >= 2"),
@@ -263,3 +276,61 @@ def test_minibatch_reading_takes_one_adam_step_per_minibatch():
     steps = 2 * -(-row["buffer_size"] // 32)  # 2 passes of ceil(B / 32) mini-batches
     assert learner.net.steps.tolist() == [steps, steps]
     assert np.isfinite(row["loss"])
+
+
+# -- settings and the episode loop ------------------------------------------------------------
+def test_settings_variants_and_presets():
+    from esnb.runners.eorl.config import (
+        CBEConfig,
+        CEMRLRoundRobinConfig,
+        EORLConfig,
+        EpisodeConfig,
+        HERConfig,
+        PERConfig,
+    )
+
+    default = EORLConfig.build()
+    assert (default.variant, default.kappa, default.mu, default.schedule) == (
+        "EORL-05-05", 0.05, 0.05, "uniform")
+    assert default.env == "esnb/BitFlip-v0"
+    actv = EORLConfig.build(variant="EORL-ACTV")
+    assert (actv.kappa, actv.mu, actv.schedule) == (0.05, 0.05, "active")
+    rates = EORLConfig.build(kappa=0.2)  # the other rates: EORL-05-05's
+    assert (rates.variant, rates.kappa, rates.mu, rates.schedule) == (None, 0.2, 0.05, "uniform")
+    for cfg in (actv, rates):
+        assert EORLConfig.from_dict(cfg.to_dict()) == cfg  # checkpoints rebuild it
+    # the defaults are the paper's, so the paper preset changes nothing
+    for cls in (EpisodeConfig, PERConfig, HERConfig, CBEConfig, CEMRLRoundRobinConfig,
+                EORLConfig):
+        assert cls.build(preset="paper") == cls.build()
+    assert default.learner_kwargs() == {"lr": 0.01, "eps_decay": None, "hidden": (32, 8),
+                                        "batch_size": 4096, "epochs": 2, "minibatch": None,
+                                        "buffer_factor": 100, "n": 8}
+    assert {"alpha", "beta0"} <= set(PERConfig.build().learner_kwargs())
+    assert "beta" not in CBEConfig.build().learner_kwargs()  # live: read every episode
+    with pytest.raises(ValueError, match="unknown setting 'kappa'"):
+        VAN("bitflip", kappa=0.1)
+    run = EORL("bitflip", {"n_bits": 5}, preset="paper", kappa=0.0, mu=0.0)
+    assert run.variant is None and (run.controls["kappa"], run.controls["n"]) == (0.0, 8)
+    assert run.config_dict()["env_kwargs"] == {"n_bits": 5}
+
+
+def test_episodes_run_on_the_one_episode_loop(monkeypatch):
+    import esnb.rl.eorl_episodes as episodes
+
+    calls = []
+    real = episodes.run_episode
+    monkeypatch.setattr(episodes, "run_episode",
+                        lambda *a, **k: calls.append(k) or real(*a, **k))
+    learner = MCLearner("gridnav", {"size": 5}, episodes=10, seed=0)
+    learner.run_episode({})
+    learner.evaluate(2)
+    assert len(calls) == 3 and all(c["record"] for c in calls)
+    ep = learner.rollout(0, 1.0)
+    # the reset observation first; the states acted on numbered in the run's index
+    assert ep.obs.shape == (ep.length + 1, 4) and ep.sids.shape == (ep.length,)
+    np.testing.assert_array_equal(learner.states.rows[ep.sids], ep.obs[:-1].astype(np.float32))
+    assert ep.terminated != ep.truncated
+    size = learner.states.size
+    assert (learner.rollout(0, 0.0, record=False).sids == -1).all()  # evaluation: not numbered
+    assert learner.states.size == size

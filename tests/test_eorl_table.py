@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from esnb.runners.eorl_table import RunSpec, run_one, run_table, specs_grid, summarise
+from esnb.runners.eorl.table import RunSpec, run_one, run_table, specs_grid, summarise
 
 SPECS = specs_grid(["VAN", "EORL-ACTV"], "bitflip",
                    [{"env_kwargs": {"n_bits": 5}}, {"env_kwargs": {"n_bits": 5, "subgoal": True}}],
@@ -56,20 +56,20 @@ def test_train_eorl_cli_writes_a_run_folder_and_resumes(tmp_path, capsys):
     out = tmp_path / "run"
     code = main(["train", "eorl", "--env", "bitflip", "--size", "5", "--subgoal", "1",
                  "--variant", "EORL-ACTV", "--episodes", "40", "--workers", "0", "--out",
-                 str(out), "--eval-episodes", "3", "--no-progress"])
+                 str(out), "--final-eval", "3", "--no-progress"])
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["algorithm"] == "EORL" and summary["last"]["episode"] == 40
     assert summary["final_eval_episodes"] == 3
     code = main(["train", "eorl", "--env", "bitflip", "--size", "5", "--subgoal", "1",
                  "--episodes", "10", "--workers", "0", "--resume", str(out / "checkpoint.npz"),
-                 "--out", str(tmp_path / "more"), "--eval-episodes", "1", "--no-progress"])
+                 "--out", str(tmp_path / "more"), "--final-eval", "1", "--no-progress"])
     assert code == 0
     more = json.loads((tmp_path / "more" / "summary.json").read_text())
     assert more["last"]["episode"] == 50
     code = main(["train", "eorl", "--env", "gridnav", "--size", "4", "--subgoal", "2-",
                  "--algorithm", "PER", "--episodes", "5", "--workers", "0", "--out",
-                 str(tmp_path / "per"), "--eval-episodes", "1", "--no-progress"])
+                 str(tmp_path / "per"), "--final-eval", "1", "--no-progress"])
     assert code == 0
     assert main(["train", "eorl", "--env", "bitflip", "--subgoal", "2+", "--workers", "0",
                  "--no-progress"]) == 2
@@ -87,3 +87,45 @@ def test_bench_prints_ours_next_to_the_paper(capsys, tmp_path):
     assert "4 runs" in text and "( 7.69)" in text and "( 8.80)" in text  # Table 1, size 6
     doc = json.loads((tmp_path / "t.json").read_text())
     assert doc["rows"][0]["cells"]["VAN"]["paper"] == 7.69
+
+
+def test_train_eorl_help_shows_every_setting_and_the_environment_flags():
+    import contextlib
+    import io
+
+    from esnb.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        main(["train", "eorl", "--help"])
+    text = " ".join(out.getvalue().split())
+    for part in ("--algorithm {EORL,VAN,HER,PER,CBE,EORL-FIX,CEM-RL,", "--size SIZE",
+                 "--subgoal SUBGOAL", "--stochasticity STOCHASTICITY", "--episodes N",
+                 "--variant {EORL-FIX,EORL-05-00,EORL-05-05,EORL-10-05,EORL-ACTV}",
+                 "--sigma SIGMA std of the multiplicative noise factor N(1, sigma) "
+                 "[default: 0.25; live]", "--n N population size [default: 8]",
+                 "--preset {laptop,paper}"):
+        assert part in text, part
+    assert "--env-kwargs" not in text  # --size/--subgoal/--stochasticity give them
+
+
+def test_train_eorl_refuses_settings_of_another_algorithm(capsys):
+    from esnb.cli import main
+
+    assert main(["train", "eorl", "--algorithm", "PER", "--kappa", "0.1", "--workers", "0",
+                 "--episodes", "2", "--no-progress"]) == 2
+    assert "--kappa do(es) not apply to --algorithm PER" in capsys.readouterr().err
+    assert main(["train", "eorl", "--algorithm", "EORL-FIX", "--variant", "EORL-ACTV",
+                 "--workers", "0", "--episodes", "2", "--no-progress"]) == 2
+    assert "leave out --variant" in capsys.readouterr().err
+
+
+def test_table_runs_inline_through_an_executor():
+    from esnb.runners.executor import InlineExecutor
+
+    specs = SPECS[:2]
+    a = run_table(specs, client=InlineExecutor(), progress=False)
+    b = run_table(specs, client=False, progress=False)
+    for x, y in zip(a.returns, b.returns):
+        np.testing.assert_array_equal(x, y)
+    assert list(a.seed) == [0, 1]

@@ -107,8 +107,7 @@ def _versions(args) -> list[tuple[str, float]]:
 
 
 def build_specs(args) -> list:
-    from esnb.runners.eorl import ALGORITHMS
-    from esnb.runners.eorl_table import RunSpec
+    from esnb.runners.eorl import ALGORITHMS, RunSpec
 
     setting = FULL if args.full else REDUCED
     seeds = range(args.seeds if args.seeds is not None else setting["seeds"])
@@ -203,7 +202,10 @@ def format_table(rows, algorithms, env: str) -> str:
 
 
 def run(args) -> int:
-    from esnb.runners.eorl_table import run_table
+    import torch
+
+    from esnb.runners.eorl.table import run_table
+    from esnb.runners.executor import session
 
     specs = build_specs(args)
     setting = "full" if args.full else "reduced"
@@ -213,16 +215,7 @@ def run(args) -> int:
           f"{len(set(s.seed for s in specs))} seeds)")
     load0 = os.getloadavg()
     t0 = time.perf_counter()
-    client = None
-    if args.address or args.workers > 0:
-        from esnb.cluster import make_client
-
-        client = (make_client(address=args.address) if args.address
-                  else make_client(args.workers, dashboard_address=":0"))
-    else:
-        import torch
-
-        torch.set_num_threads(1)
+    torch.set_num_threads(1)  # runs inline here take one core each, as on workers
     save = None
     if args.out:
         # each run is appended as it finishes: a long table is not lost to an interruption
@@ -240,11 +233,10 @@ def run(args) -> int:
             writer.writerow(row)
             handle.flush()
     try:
-        table = run_table(specs, client=client, progress=not args.no_progress,
-                          desc=f"eorl-table {args.env}", on_result=save)
+        with session(args.workers, args.address) as executor:
+            table = run_table(specs, client=executor, progress=not args.no_progress,
+                              desc=f"eorl-table {args.env}", on_result=save)
     finally:
-        if client is not None:
-            client.close()
         if args.out:
             handle.close()
     elapsed = time.perf_counter() - t0

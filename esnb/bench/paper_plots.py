@@ -61,7 +61,7 @@ def impala_lag_figure(rows: list[dict]):
 
 
 def eorl_cells(table: pd.DataFrame, env: str) -> pd.DataFrame:
-    """esnb's table (:func:`esnb.runners.eorl_table.run_table`) against the paper's values,
+    """esnb's table (:func:`esnb.runners.eorl.table.run_table`) against the paper's values,
     one row per (environment version, algorithm): ``version``, ``algorithm``, ``ours``
     (mean over seeds of the mean return of the last 100 episodes), ``paper``."""
     from esnb.bench.eorl_table import compare

@@ -13,6 +13,7 @@ import logging
 import sys
 
 from esnb.cli.train import Trainer
+from esnb.runners.eorl.columns import CLI_FLAGS as EORL_FLAGS
 
 #: ``esnb train <name>`` -> its trainer
 TRAINERS: dict[str, Trainer | str] = {
@@ -34,7 +35,15 @@ TRAINERS: dict[str, Trainer | str] = {
         default_budget={"learner_steps": 1000},
         description="IMPALA with V-trace (Espeholt et al. 2018): actor slots on the workers, "
                     "one learner correcting their unrolls."),
-    "eorl": "esnb.cli.eorl",
+    "eorl": Trainer(
+        runner="esnb.runners.eorl:EORL", config="esnb.runners.eorl.config:EORLConfig",
+        budgets={"episodes": ("episodes", "episodes to run, also the planned length E "
+                                          "(default: 400 on bitflip, 1000 on gridnav)")},
+        default_budget={"episodes": 400},
+        description="EORL (Khadilkar 2023): a population of Monte-Carlo DQNs sharing one "
+                    "buffer, with crossover and mutation; its baselines with --algorithm.",
+        adapt="esnb.runners.eorl.command:adapt", skip=("env_kwargs", "episodes"),
+        extra=EORL_FLAGS),
     "aesrl": Trainer(
         runner="esnb.runners.aesrl:AESRL", config="esnb.runners.aesrl.config:AESRLConfig",
         budgets={"steps": ("env_steps", "env steps to run"),

@@ -45,7 +45,8 @@ import numpy as np
 
 from esnb.evo.population import check_population_size
 from esnb.replay import PrioritizedReplayBuffer
-from esnb.rl.eorl_learners import Episode, MCLearner, Sample, _positive_int
+from esnb.rl.eorl_episodes import Episode, Sample, positive_int
+from esnb.rl.eorl_learners import MCLearner
 from esnb.rl.mc_dqn import mc_returns
 
 PER_ALPHA = 0.6
@@ -130,8 +131,8 @@ class HERLearner(MCLearner):
     def __init__(self, env: str = "bitflip", env_kwargs: dict | None = None,
                  episodes: int = 400, seed: int = 0, *, her_k: int = HER_K,
                  goal_buffer: int = HER_GOALS, **kwargs):
-        self.her_k = _positive_int("her_k", her_k, low=0)
-        self.goal_capacity = _positive_int("goal_buffer", goal_buffer)
+        self.her_k = positive_int("her_k", her_k, low=0)
+        self.goal_capacity = positive_int("goal_buffer", goal_buffer)
         kwargs.pop("n", None)
         super().__init__(env, env_kwargs, episodes, seed, n=1, **kwargs)
         self.desired_goal = np.asarray(self.core.desired_goal, dtype=np.float32).reshape(-1)

@@ -1,10 +1,12 @@
-"""EORL: a population of Monte-Carlo DQNs sharing one replay buffer (Khadilkar 2023).
+"""Monte-Carlo DQNs sharing one replay buffer: the machinery of EORL (Khadilkar 2023) and of
+its baselines.
 
 Algorithm 1 of the paper, one call of :meth:`MCLearner.run_episode` per episode:
 
-1. choose the policy of the episode (:class:`EORLLearner`: epsilon-greedily over the fitness
-   values, a fresh child first; the baselines: their own rule);
-2. run one episode with that policy, epsilon-greedy over its Q-values;
+1. choose the policy of the episode (:class:`esnb.rl.eorl.EORLLearner`: epsilon-greedily over
+   the fitness values, a fresh child first; the baselines: their own rule);
+2. run one episode with that policy, epsilon-greedy over its Q-values, on esnb's one episode
+   loop (:mod:`esnb.rl.eorl_episodes`);
 3. add its transitions, with their Monte-Carlo returns, to the shared FIFO buffer
    (:class:`esnb.replay.ReplayBuffer`, ``100 x timeout`` transitions);
 4. train **every** policy on its own independently drawn sample of ``min(4096, size)``
@@ -13,8 +15,9 @@ Algorithm 1 of the paper, one call of :meth:`MCLearner.run_episode` per episode:
    (:mod:`esnb.evo`); decay epsilon.
 
 :class:`MCLearner` is the shared machinery (it is also the VAN baseline with ``n = 1``); the
-other baselines are in :mod:`esnb.rl.eorl_baselines`. No Dask here: a learner is one process's
-work, and a table of runs spreads whole runs over a cluster (:mod:`esnb.runners.eorl_table`).
+other baselines are in :mod:`esnb.rl.eorl_baselines`, EORL itself in :mod:`esnb.rl.eorl`. No
+Dask here: a learner is one process's work, and a table of runs spreads whole runs over a
+cluster (:mod:`esnb.runners.eorl.table`).
 
 Random streams (all from the run's seed, independent): initial weights, actions (epsilon draws
 and random actions), environment seeds, replay samples, evolution, evaluation. Changing
@@ -26,135 +29,28 @@ from __future__ import annotations
 import math
 import numbers
 import time
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
-from esnb.envs.make import make_env
-from esnb.evo.operators import (
-    SIGMA,
-    cross_ratio,
-    linear_crossover,
-    mutation,
-    random_crossover,
-)
-from esnb.evo.population import Population, Q, check_population_size
-from esnb.evo.schedules import ResetTracker, draw_operator, operator_probabilities
 from esnb.replay import ReplayBuffer, join_state, split_state
-from esnb.rl.mc_dqn import HIDDEN, LR, PopulationQNet, greedy_action, mc_returns
+from esnb.rl.eorl_episodes import (
+    BATCH_SIZE,
+    BUFFER_FACTOR,
+    EPOCHS,
+    Episode,
+    Sample,
+    StateIndex,
+    default_eps_decay,
+    epsilon_greedy,
+    make_eorl_env,
+    play,
+    positive_int,
+    resolve_env,
+)
+from esnb.rl.mc_dqn import HIDDEN, LR, PopulationQNet, mc_returns
 
-#: short names of EORL's environments
-ENV_IDS = {"bitflip": "esnb/BitFlip-v0", "gridnav": "esnb/GridNav-v0"}
-BATCH_SIZE = 4096
-EPOCHS = 2
-BUFFER_FACTOR = 100  # buffer = 100 x the environment's timeout
-#: the paper's Table 3: GridNav episodes -> epsilon decay per episode
-GRIDNAV_DECAY = {1000: 0.995, 2500: 0.998, 4000: 0.999}
-BITFLIP_DECAY = 0.99
 _STREAMS = ("init", "act", "env", "sample", "evo", "eval")
-
-
-def resolve_env(env: str) -> str:
-    """The gymnasium id of ``"bitflip"``, ``"gridnav"`` or one of the two ids."""
-    if env in ENV_IDS:
-        return ENV_IDS[env]
-    if env in ENV_IDS.values():
-        return env
-    valid = ", ".join(map(repr, [*ENV_IDS, *ENV_IDS.values()]))
-    raise ValueError(f"unknown EORL environment {env!r}; valid: {valid}")
-
-
-def default_eps_decay(env_id: str, episodes: int) -> float:
-    """The paper's epsilon decay: 0.99 on BitFlip; on GridNav 0.995 / 0.998 / 0.999 for
-    1000 / 2500 / 4000 episodes, and for other lengths the decay that ends where 1000 episodes
-    at 0.995 end (``0.995^(1000/E)``)."""
-    if resolve_env(env_id) == ENV_IDS["bitflip"]:
-        return BITFLIP_DECAY
-    if episodes in GRIDNAV_DECAY:
-        return GRIDNAV_DECAY[episodes]
-    return 0.995 ** (1000.0 / episodes)
-
-
-def _positive_int(name: str, value, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)
-
-
-class StateIndex:
-    """The distinct network inputs of a run, numbered in order of first sight.
-
-    EORL's environments have few distinct observations, so the buffer stores a state's number
-    and training runs the networks once per distinct state (see :mod:`esnb.rl.mc_dqn`).
-    """
-
-    def __init__(self, dim: int):
-        self.dim = int(dim)
-        self._ids: dict[bytes, int] = {}
-        self._rows = np.zeros((256, self.dim), dtype=np.float32)
-        self.size = 0
-
-    def id(self, x: np.ndarray) -> int:
-        """The number of input ``x`` (float32, shape (dim,)), registering it if new."""
-        key = x.tobytes()
-        i = self._ids.get(key)
-        if i is None:
-            i = self._ids[key] = self.size
-            if self.size == len(self._rows):
-                self._rows = np.concatenate([self._rows, np.zeros_like(self._rows)])
-            self._rows[i] = x
-            self.size += 1
-        return i
-
-    def ids(self, xs: np.ndarray) -> np.ndarray:
-        xs = np.ascontiguousarray(xs, dtype=np.float32)
-        return np.fromiter((self.id(x) for x in xs), dtype=np.int64, count=len(xs))
-
-    @property
-    def rows(self) -> np.ndarray:
-        return self._rows[:self.size]
-
-    def load(self, rows: np.ndarray) -> None:
-        rows = np.asarray(rows, dtype=np.float32).reshape(-1, self.dim)
-        self._ids = {}
-        self._rows = np.zeros((max(256, len(rows)), self.dim), dtype=np.float32)
-        self.size = 0
-        for x in rows:
-            self.id(x)
-
-
-@dataclass
-class Episode:
-    """One episode: ``obs`` has the reset observation first (T + 1 rows); ``sids`` are the
-    state numbers of the network inputs acted on (T)."""
-
-    obs: np.ndarray
-    sids: np.ndarray
-    actions: np.ndarray
-    rewards: np.ndarray
-    terminated: bool
-    truncated: bool
-
-    @property
-    def length(self) -> int:
-        return len(self.actions)
-
-    @property
-    def ret(self) -> float:
-        return float(self.rewards.sum())
-
-
-@dataclass
-class Sample:
-    """A member's training sample: buffer slots (or ids) and importance weights (None: 1)."""
-
-    member: int
-    sids: np.ndarray
-    actions: np.ndarray
-    returns: np.ndarray
-    weights: np.ndarray | None = None
-    ids: np.ndarray | None = None
 
 
 class MCLearner:
@@ -199,12 +95,12 @@ class MCLearner:
                  minibatch: int | None = None, buffer_factor: int = BUFFER_FACTOR):
         self.env_id = resolve_env(env)
         self.env_kwargs = dict(env_kwargs or {})
-        self.episodes = _positive_int("episodes", episodes)
-        self.n = _positive_int("n", n)
-        self.batch_size = _positive_int("batch_size", batch_size)
-        self.epochs = _positive_int("epochs", epochs)
-        self.minibatch = None if minibatch is None else _positive_int("minibatch", minibatch)
-        self.buffer_factor = _positive_int("buffer_factor", buffer_factor)
+        self.episodes = positive_int("episodes", episodes)
+        self.n = positive_int("n", n)
+        self.batch_size = positive_int("batch_size", batch_size)
+        self.epochs = positive_int("epochs", epochs)
+        self.minibatch = None if minibatch is None else positive_int("minibatch", minibatch)
+        self.buffer_factor = positive_int("buffer_factor", buffer_factor)
         if eps_decay is None:
             eps_decay = default_eps_decay(self.env_id, self.episodes)
         if isinstance(eps_decay, bool) or not (0.0 < float(eps_decay) <= 1.0):
@@ -212,8 +108,8 @@ class MCLearner:
         self.eps_decay = float(eps_decay)
         if not (isinstance(lr, numbers.Real) and math.isfinite(lr) and lr > 0):
             raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
-        self.env = make_env(self.env_id, **self.env_kwargs)
-        self.core = self.env.unwrapped  # skip the bookkeeping wrappers in the step loop
+        self.env = make_eorl_env(self.env_id, self.env_kwargs)
+        self.core = self.env.core  # the environment itself (for its timeout, goals, ...)
         self.timeout = int(self.core.timeout)
         self.n_actions = int(self.core.action_space.n)
         self.obs_dim = int(np.prod(self.core.observation_space.shape))
@@ -312,46 +208,18 @@ class MCLearner:
 
     def rollout(self, member: int, epsilon: float, rng_act: np.random.Generator | None = None,
                 env_seed: int | None = None, record: bool = True) -> Episode:
-        """One epsilon-greedy episode of ``member`` (the greedy action of a state is computed
-        once per episode: the network does not change within one).
+        """One epsilon-greedy episode of ``member`` (:func:`~esnb.rl.eorl_episodes.epsilon_greedy`
+        on the one episode loop).
 
         ``record=False`` (evaluation) leaves the state index alone; ``sids`` are then -1.
         """
         rng = self.rngs["act"] if rng_act is None else rng_act
         if env_seed is None:
             env_seed = int(self.rngs["env"].integers(2**31 - 1))
-        params = self.net.member_numpy(member)
-        core, states, features = self.core, self.states, self.features
-        step = core.step
-        limit = self.timeout
-        # per-step draws made up front (fixed stream use per episode, no per-step call cost)
-        u = rng.random(limit)
-        random_actions = rng.integers(0, self.n_actions, size=limit)
-        obs, _ = core.reset(seed=env_seed)
-        observations = [obs]
-        sids = np.empty(limit, dtype=np.int64)
-        actions = np.empty(limit, dtype=np.int64)
-        rewards = np.empty(limit, dtype=np.float64)
-        greedy: dict = {}
-        terminated = truncated = False
-        t = 0
-        while t < limit:
-            x = features(obs)
-            sid = states.id(x) if record else x.tobytes()
-            if u[t] < epsilon:
-                a = int(random_actions[t])
-            else:
-                a = greedy.get(sid)
-                if a is None:
-                    a = greedy[sid] = greedy_action(params, x)
-            obs, r, terminated, truncated, _ = step(a)
-            sids[t], actions[t], rewards[t] = sid if record else -1, a, r
-            observations.append(obs)
-            t += 1
-            if terminated or truncated:
-                break
-        return Episode(np.asarray(observations), sids[:t].copy(), actions[:t].copy(),
-                       rewards[:t].copy(), bool(terminated), bool(truncated or not terminated))
+        act, sids = epsilon_greedy(self.net.member_numpy(member), self.features,
+                                   self.states if record else None, epsilon, rng,
+                                   self.timeout, self.n_actions)
+        return play(self.env, act, sids, env_seed)
 
     # -- training ----------------------------------------------------------------------------
     def train(self, lr: float | None = None) -> dict[str, Any]:
@@ -374,7 +242,7 @@ class MCLearner:
         for _ in range(self.epochs):
             orders = [rng.permutation(len(s.sids)) for s in samples]
             for start in range(0, size, self.minibatch):
-                chunk = [_subset(s, o[start:start + self.minibatch])
+                chunk = [s.subset(o[start:start + self.minibatch])
                          for s, o in zip(samples, orders)]
                 x, stats, pos = self._aggregate(chunk)
                 loss, q = self.net.fit(x, *stats, members=self._mask(members), lr=lr)
@@ -427,7 +295,7 @@ class MCLearner:
     def evaluate(self, episodes: int = 10, member: int | None = None) -> np.ndarray:
         """Returns of greedy (epsilon = 0) episodes of ``member`` (default the best one);
         nothing is stored or trained, and the training streams are not touched."""
-        episodes = _positive_int("episodes", episodes)
+        episodes = positive_int("episodes", episodes)
         member = self.best_member() if member is None else int(member)
         rng = self.rngs["eval"]
         out = np.empty(episodes)
@@ -470,106 +338,3 @@ class MCLearner:
         self.episode = int(meta["episode"])
         self.env_steps = int(meta["env_steps"])
         self.epsilon = float(meta["epsilon"])
-
-
-def _subset(s: Sample, idx: np.ndarray) -> Sample:
-    return Sample(s.member, s.sids[idx], s.actions[idx], s.returns[idx],
-                  None if s.weights is None else s.weights[idx],
-                  None if s.ids is None else s.ids[idx])
-
-
-class EORLLearner(MCLearner):
-    """EORL: ``n`` Monte-Carlo DQNs sharing one buffer, with crossover and mutation.
-
-    Parameters
-    ----------
-    n : int
-        Population size (>= 2; the paper: 8).
-    **kwargs
-        As :class:`MCLearner`.
-
-    Notes
-    -----
-    ``run_episode(controls)`` reads ``kappa``, ``mu`` (rates in [0, 1]), ``schedule``
-    (``"uniform"`` or ``"active"``), ``sigma`` (noise factor std, 0.25) and ``q`` (fitness
-    smoothing, 0.9) from ``controls``: the runner passes its live controls each episode.
-    A crossover with fewer than two possible parents (``n = 2``) becomes a mutation.
-    """
-
-    algorithm = "EORL"
-
-    def __init__(self, env: str = "bitflip", env_kwargs: dict | None = None,
-                 episodes: int = 400, seed: int = 0, *, n: int = 8, **kwargs):
-        super().__init__(env, env_kwargs, episodes, seed, n=check_population_size(n), **kwargs)
-        self.population = Population(self.n)
-        self.tracker = ResetTracker()
-        self.operators = 0
-
-    def choose_member(self, epsilon: float) -> int:
-        return self.population.choose(epsilon, self.rngs["evo"])
-
-    def best_member(self) -> int:
-        return int(np.argmax(self.population.fitness))
-
-    def after_episode(self, e, member, ep, epsilon, controls):
-        kappa = float(controls.get("kappa", 0.05))
-        mu = float(controls.get("mu", 0.05))
-        schedule = controls.get("schedule", "uniform")
-        sigma = float(controls.get("sigma", SIGMA))
-        q = float(controls.get("q", Q))
-        pop, rng = self.population, self.rngs["evo"]
-        pop.update(member, ep.ret, q)
-        self.tracker.observe_return(e, ep.ret)
-        p_cross, p_mut = operator_probabilities(schedule, kappa, mu, e, self.episodes,
-                                                self.tracker, self.n, epsilon)
-        op = draw_operator(p_cross, p_mut, rng)
-        row = {"operator": op or "", "child": -1, "parent_i": -1, "parent_j": -1,
-               "tau": np.nan, "p_cross": p_cross, "p_mut": p_mut,
-               "fitness_max": float(pop.fitness.max()), "fitness_mean": float(pop.fitness.mean()),
-               "fitness_min": float(pop.fitness.min()), "reset_episode": 0}
-        if op is not None:
-            row.update(self.apply_operator(op, sigma))
-            self.tracker.observe_operator(e)
-            self.operators += 1
-        row["reset_episode"] = self.tracker.reset_episode
-        row["operators"] = self.operators
-        return row
-
-    def apply_operator(self, op: str, sigma: float) -> dict[str, Any]:
-        """Replace ``argmin A`` by a child of parents from the fitter half; fresh optimiser."""
-        pop, rng, net = self.population, self.rngs["evo"], self.net
-        slot = pop.replaced_slot(rng)
-        crossover = op in ("random_crossover", "linear_crossover")
-        parents = pop.pick_parents(slot, 2 if crossover else 1, rng)
-        if crossover and len(parents) < 2:
-            op, crossover = "mutation", False
-        i = int(parents[0])
-        if crossover:
-            j = int(parents[1])
-            tau = cross_ratio(pop.fitness[i], pop.fitness[j])
-            fn = random_crossover if op == "random_crossover" else linear_crossover
-            child = fn(net.flat(i), net.flat(j), tau, sigma, rng)
-            fitness = tau * pop.fitness[i] + (1.0 - tau) * pop.fitness[j]
-        else:
-            j, tau = -1, 1.0
-            child = mutation(net.flat(i), sigma, rng)
-            fitness = pop.fitness[i]
-        net.set_flat(slot, child)
-        net.reset_optimizer(slot)
-        pop.install(slot, fitness)
-        return {"operator": op, "child": slot, "parent_i": i, "parent_j": j, "tau": tau,
-                "fitness_max": float(pop.fitness.max()),
-                "fitness_mean": float(pop.fitness.mean()),
-                "fitness_min": float(pop.fitness.min())}
-
-    def state_dict(self):
-        meta, arrays = super().state_dict()
-        meta.update(population=self.population.state_dict(), tracker=self.tracker.state_dict(),
-                    operators=self.operators)
-        return meta, arrays
-
-    def load_state_dict(self, meta, arrays):
-        super().load_state_dict(meta, arrays)
-        self.population.load_state_dict(meta["population"])
-        self.tracker.load_state_dict(meta["tracker"])
-        self.operators = int(meta["operators"])

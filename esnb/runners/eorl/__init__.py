@@ -1,0 +1,22 @@
+"""EORL (Khadilkar 2023) and its baselines: the runners (:mod:`.runner`), their settings
+(:mod:`.config`), the worker-side run of a table entry (:mod:`.tasks`), tables of runs
+(:mod:`.table`), the table's column names (:mod:`.columns`) and ``esnb train eorl``'s own
+flags (:mod:`.command`)."""
+
+from esnb.lazy import lazy_names
+
+_RUNNER = "esnb.runners.eorl.runner"
+_CONFIG = "esnb.runners.eorl.config"
+_LAZY = {
+    "EORL": _RUNNER, "VAN": _RUNNER, "PER": _RUNNER, "HER": _RUNNER, "CBE": _RUNNER,
+    "CEMRLRoundRobin": _RUNNER, "EpisodeRunner": _RUNNER, "make_runner": _RUNNER,
+    "runner_class": _RUNNER,
+    "ALGORITHMS": "esnb.runners.eorl.columns", "EORLConfig": _CONFIG, "EpisodeConfig": _CONFIG,
+    "PERConfig": _CONFIG, "HERConfig": _CONFIG, "CBEConfig": _CONFIG,
+    "CEMRLRoundRobinConfig": _CONFIG,
+    "RunSpec": "esnb.runners.eorl.tasks", "run_one": "esnb.runners.eorl.tasks",
+    "run_table": "esnb.runners.eorl.table", "summarise": "esnb.runners.eorl.table",
+    "specs_grid": "esnb.runners.eorl.table",
+}
+__all__ = sorted(_LAZY)
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
