@@ -244,7 +244,7 @@ def test_actor_group_builds_keyed_nstep_transitions_on_cartpole():
 def test_inline_runner_is_reproducible_and_checkpoints(tmp_path):
     from esnb.runners.apex import ApeX
 
-    kw = dict(num_actors=4, seed=3, client=None, min_size=500, eval_interval=100,
+    kw = dict(num_actors=4, seed=3, client=False, min_size=500, eval_interval=100,
               eval_episodes=2, replay_checkpoint="", learner_chunk=8, iteration_seconds=0.01)
     a = ApeX("CartPole-v1", **kw)
     b = ApeX("CartPole-v1", **kw)
@@ -256,7 +256,7 @@ def test_inline_runner_is_reproducible_and_checkpoints(tmp_path):
     np.testing.assert_array_equal(ha.to_numpy(), hb.to_numpy())
     np.testing.assert_array_equal(a.params(), b.params())
     a.save(tmp_path / "ckpt.npz")
-    c = ApeX.load(tmp_path / "ckpt.npz")
+    c = ApeX.load(tmp_path / "ckpt.npz", client=False)
     np.testing.assert_array_equal(c.params(), a.params())
     assert c.learner_steps == a.learner_steps and c.iteration == a.iteration
     with pytest.raises(ValueError, match="lr must be"):
@@ -272,29 +272,95 @@ def test_runner_bad_input():
     from esnb.runners.apex import ApeX, ApeXDPG
 
     with pytest.raises(ValueError, match="discrete actions"):
-        ApeX("InvertedPendulum-v5", client=None)
+        ApeX("InvertedPendulum-v5", client=False)
     with pytest.raises(ValueError, match="Box actions"):
-        ApeXDPG("CartPole-v1", client=None)
+        ApeXDPG("CartPole-v1", client=False)
     with pytest.raises(ValueError, match="variant"):
-        ApeX("CartPole-v1", variant="ddpg", client=None)
+        ApeX("CartPole-v1", variant="ddpg", client=False)
     with pytest.raises(ValueError, match="soft_capacity"):
-        ApeX("CartPole-v1", capacity=1000, soft_capacity=2000, client=None)
+        ApeX("CartPole-v1", capacity=1000, soft_capacity=2000, client=False)
     with pytest.raises(ValueError, match="never"):
-        ApeX("CartPole-v1", capacity=1000, min_size=900, client=None)
+        ApeX("CartPole-v1", capacity=1000, min_size=900, client=False)
     with pytest.raises(ValueError, match="num_actors"):
-        ApeX("CartPole-v1", num_actors=0, client=None)
+        ApeX("CartPole-v1", num_actors=0, client=False)
 
 
 @pytest.mark.slow
-def test_inline_apex_dqn_learns_cartpole():
-    """Seeded and inline, so deterministic: from ~10 to over 300 in 2,500 updates (the
-    cluster run that solves CartPole is ``esnb bench apex``)."""
+@pytest.mark.parametrize("seed", [0, 4])
+def test_inline_apex_dqn_learns_cartpole(seed):
+    """Seeded and inline, so deterministic: from ~10 to a greedy evaluation of 475 or more
+    (CartPole-v1 solved) within 10,000 updates, on two seeds (the cluster run that solves
+    CartPole is ``esnb bench apex``).
+
+    A typical run plateaus at 120-180 (the pole balanced, the cart drifting out) for a few
+    thousand updates before it solves. Measured with torch 2.13, numpy 2.4, gymnasium 1.4
+    (first evaluation of 475+; 10 episodes every 250 updates): seed 0 at 4,000 updates,
+    1 at 6,750, 2 at 8,250, 3 at 6,500, 4 at 4,750, 5 at 9,000, and every seed at 418-500 in
+    its last five evaluations up to 12,000. The test's seeds have a margin of 2x on the budget
+    (the slowest of the six would pass too). (The single
+    seed of the earlier version, 300 within 2,500 updates, reached 103 with these packages
+    even on the code it was written for: inline runs are chaotic, any changed rounding changes
+    the run.)
+    """
     from esnb.runners.apex import ApeX
 
-    runner = ApeX("CartPole-v1", num_actors=8, seed=0, client=None, eval_interval=250,
+    runner = ApeX("CartPole-v1", num_actors=8, seed=seed, client=False, eval_interval=250,
                   eval_episodes=10, replay_checkpoint="", min_size=1000)
-    while runner.learner_steps < 2500:
+    while runner.learner_steps < 10_000 and runner.best_eval < 475:
         runner.step(1)
-    evals = runner.history["eval_return"].dropna().to_numpy()
-    assert evals[0] < 30 and evals.max() >= 300, evals
-    assert runner.history["replay_evicted"].iloc[-1] == 0  # 41k items < soft capacity 65k
+    h = runner.history
+    evals = h["eval_return"].dropna().to_numpy()
+    assert evals[0] < 30 and evals.max() >= 475, evals
+    # FIFO eviction keeps the replay at its soft capacity (65,536) give or take the inserts
+    # between two evictions (every 100 updates, ~1,600 transitions inline)
+    assert h.replay_size.max() <= 65_536 + 4_096
+    assert h.replay_inserted.iloc[-1] <= 65_536 or h.replay_evicted.iloc[-1] > 0
+    runner.close()
+
+
+def test_inline_loops_hear_pause_and_stop_and_start_again():
+    """Inline, the actor loop is a background loop the runner turns before each chunk; the
+    control reaches it through the same channel as on a cluster."""
+    from esnb.runners.apex import ApeX
+
+    runner = ApeX("CartPole-v1", num_actors=3, seed=1, client=False, min_size=300,
+                  eval_interval=0, replay_checkpoint="", learner_chunk=4, batch_size=32)
+    runner.step(4)
+    assert runner.backend.loops_running == 1 and runner.env_steps >= 3 * 256
+    control = runner.backend._control
+    runner.pause()
+    assert control.get()["paused"] is True
+    runner.resume()
+    assert control.get()["paused"] is False
+    runner.controls.set(exploration=0.2, inline_actor_steps=600)
+    runner.step(1)
+    assert control.get()["exploration"] == 0.2 and control.get()["pass_steps"] == 600
+    steps, inserted = runner.env_steps, runner.history.replay_inserted.iloc[-1]
+    totals = runner.close()
+    assert [t["loop"] for t in totals] == [0] and totals[0]["failures"] == 0
+    assert totals[0]["env_steps"] >= steps and runner.replay is None
+    # a later step makes a new replay and new loops, whose env steps add to the old ones
+    runner.step(2)
+    assert runner.backend.loops_running == 1 and runner.replay.generation == 0
+    assert 0 < runner.history.replay_inserted.iloc[-1] < inserted
+    assert runner.env_steps > totals[0]["env_steps"]
+    runner.close()
+
+
+def test_inline_dpg_respects_the_samples_per_insert_limit():
+    from esnb.runners.apex import ApeXDPG
+
+    runner = ApeXDPG("InvertedPendulum-v5", num_actors=2, seed=0, client=False,
+                     actor_hidden=(16, 16), critic_hidden=(16, 16), min_size=300,
+                     batch_size=32, learner_chunk=4, samples_per_insert=4.0,
+                     eval_interval=40, eval_episodes=1, replay_checkpoint="")
+    while runner.learner_steps < 80:
+        runner.step(1)
+    h = runner.history
+    last = h.iloc[-1]
+    assert h.eval_return.notna().any() and np.isfinite(h.actor_loss.dropna()).all()
+    # the learner never ran ahead of the ratio (its slack is spi * min_size)
+    assert runner.sampled <= 4.0 * last.replay_inserted + 32 * 4
+    assert "actor_lr" in h and "critic_lr" in h and "lr" not in h
+    totals = runner.close()
+    assert totals[0]["failures"] == 0

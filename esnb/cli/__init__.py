@@ -15,6 +15,11 @@ import sys
 from esnb.cli.train import Trainer
 from esnb.runners.eorl.columns import CLI_FLAGS as EORL_FLAGS
 
+#: Ape-X's budgets (DQN and DPG)
+APEX_BUDGETS = {"seconds": ("seconds", "learning time to run"),
+                "learner-steps": ("learner_steps", "learner updates to run"),
+                "steps": ("env_steps", "actor env steps to run")}
+
 #: ``esnb train <name>`` -> its trainer
 TRAINERS: dict[str, Trainer | str] = {
     "es": Trainer(
@@ -25,8 +30,16 @@ TRAINERS: dict[str, Trainer | str] = {
         default_budget={"generations": 100},
         description="OpenAI-ES with a shared noise table (Salimans et al. 2017); IW-ES "
                     "(Campos et al. 2018) with --iw-k."),
-    "apex": "esnb.cli.apex",
-    "apex-dpg": "esnb.cli.apex_dpg",
+    "apex": Trainer(
+        runner="esnb.runners.apex:ApeX", config="esnb.runners.apex.config:ApeXDQNConfig",
+        budgets=APEX_BUDGETS, default_budget={"seconds": 180.0}, skip=("variant",),
+        description="Ape-X DQN (Horgan et al. 2018): many epsilon-greedy actors, one "
+                    "prioritized replay actor, one learner."),
+    "apex-dpg": Trainer(
+        runner="esnb.runners.apex:ApeXDPG", config="esnb.runners.apex.config:ApeXDPGConfig",
+        budgets=APEX_BUDGETS, default_budget={"seconds": 180.0}, skip=("variant",),
+        description="Ape-X DPG (Horgan et al. 2018): Gaussian-noise actors, one prioritized "
+                    "replay actor, one DPG learner."),
     "impala": Trainer(
         runner="esnb.runners.impala:Impala",
         config="esnb.runners.impala.config:ImpalaConfig",

@@ -9,8 +9,8 @@ flushes, and tags each transition with a key (actor id, sequence number) so the 
 drop a batch it has already received.
 
 One :class:`ActorGroup` steps several actors in lock-step so their network forward passes are
-one batched numpy call; a Dask task runs one group (see :mod:`esnb.workers.apex`), the inline
-runner runs one in-process.
+one batched numpy call; an actor loop (:mod:`esnb.runners.apex.tasks`) runs one group, on a
+worker or in this process.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from esnb.envs.rollout import FastEnv
+from esnb.envs.rollout import FastEnv, run_episode
 from esnb.rl.nets import (
     DPGSpec,
     QNetSpec,
@@ -278,27 +278,22 @@ class ActorGroup:
             e.close()
 
 
+def greedy_policy(net: QNetSpec | DPGSpec, flat: np.ndarray):
+    """``act(obs_batch) -> actions``: greedy (DQN) or noise-free (DPG) actions of the
+    published parameters ``flat``."""
+    if isinstance(net, QNetSpec):
+        params = unflatten(np.asarray(flat, np.float32), net.shapes())
+        return lambda obs: q_values(net, params, obs).argmax(axis=1)
+    actor = split_dpg_params(net, flat)[0]
+    return lambda obs: dpg_action(net, actor, obs)
+
+
 def greedy_returns(cfg: ActorConfig, flat: np.ndarray, env: FastEnv, seeds) -> np.ndarray:
-    """Returns of noise-free episodes (greedy DQN, deterministic DPG) of the published
-    parameters ``flat``, one episode per seed."""
-    if cfg.variant == "dqn":
-        params = unflatten(np.asarray(flat, np.float32), cfg.net.shapes())
+    """Returns of noise-free episodes of the published parameters ``flat``, one episode per
+    seed (:func:`esnb.envs.rollout.run_episode`)."""
+    act = greedy_policy(cfg.net, flat)
 
-        def policy(o):
-            return q_values(cfg.net, params, o)[0].argmax()
-    else:
-        actor = split_dpg_params(cfg.net, flat)[0]
+    def policy(obs):
+        return act(np.asarray(obs, np.float32).reshape(1, -1))[0]
 
-        def policy(o):
-            return dpg_action(cfg.net, actor, o)[0]
-    out = np.zeros(len(seeds))
-    for i, seed in enumerate(seeds):
-        obs, _ = env.core.reset(seed=int(seed))
-        total = 0.0
-        for _ in range(env.limit):
-            obs, r, term, trunc, _ = env.core.step(policy(np.asarray(obs, np.float32)))
-            total += float(r)
-            if term or trunc:
-                break
-        out[i] = total
-    return out
+    return np.array([run_episode(env, policy, int(seed)).ret for seed in seeds])

@@ -19,14 +19,8 @@ import numpy as np
 import torch
 
 from esnb.rl.nets import DPGSpec, dpg_td_errors, split_dpg_params  # noqa: F401 (re-exported)
-from esnb.rl.torch_nets import (
-    DPGActor,
-    DPGCritic,
-    adam_state,
-    flat_params,
-    load_adam_state,
-    load_flat,
-)
+from esnb.rl.optim import load_optimizer_arrays, optimizer_arrays, set_lr
+from esnb.rl.torch_nets import DPGActor, DPGCritic, flat_params, load_flat
 
 
 class DPGLearner:
@@ -84,21 +78,16 @@ class DPGLearner:
         with torch.no_grad():
             return self.actor(torch.as_tensor(np.asarray(obs, dtype=np.float32))).numpy()
 
-    @staticmethod
-    def _set_lr(opt, lr):
-        for g in opt.param_groups:
-            g["lr"] = float(lr)
-
     def update(self, batch: dict, weights, *, actor_lr: float | None = None,
                critic_lr: float | None = None, target_period: int | None = None
                ) -> tuple[np.ndarray, dict[str, Any]]:
         """One critic step and one actor step on a sampled batch; returns the TD errors
         (before the step) and diagnostics."""
         if actor_lr is not None and actor_lr != self.actor_lr:
-            self._set_lr(self.actor_opt, actor_lr)
+            set_lr(self.actor_opt, actor_lr)
             self.actor_lr = float(actor_lr)
         if critic_lr is not None and critic_lr != self.critic_lr:
-            self._set_lr(self.critic_opt, critic_lr)
+            set_lr(self.critic_opt, critic_lr)
             self.critic_lr = float(critic_lr)
         if target_period is not None:
             self.target_period = int(target_period)
@@ -145,12 +134,9 @@ class DPGLearner:
     def state_dict(self) -> tuple[dict, dict[str, np.ndarray]]:
         arrays = {"actor": flat_params(self.actor), "critic": flat_params(self.critic),
                   "actor_target": flat_params(self.actor_target),
-                  "critic_target": flat_params(self.critic_target)}
-        for name, opt, mod in (("actor", self.actor_opt, self.actor),
-                               ("critic", self.critic_opt, self.critic)):
-            st = adam_state(opt, mod)
-            arrays.update({f"{name}_adam_m": st["m"], f"{name}_adam_v": st["v"],
-                           f"{name}_adam_step": st["step"]})
+                  "critic_target": flat_params(self.critic_target),
+                  **optimizer_arrays(self.actor_opt, self.actor, "actor_opt."),
+                  **optimizer_arrays(self.critic_opt, self.critic, "critic_opt.")}
         meta = {"steps": self.steps, "last_target_copy": self.last_target_copy,
                 "actor_lr": self.actor_lr, "critic_lr": self.critic_lr,
                 "target_period": self.target_period}
@@ -159,15 +145,12 @@ class DPGLearner:
     def load_state_dict(self, meta: dict, arrays: dict[str, np.ndarray]) -> None:
         for name in ("actor", "critic", "actor_target", "critic_target"):
             load_flat(getattr(self, name), arrays[name])
-        for name, opt, mod in (("actor", self.actor_opt, self.actor),
-                               ("critic", self.critic_opt, self.critic)):
-            load_adam_state(opt, mod, {"m": arrays[f"{name}_adam_m"],
-                                       "v": arrays[f"{name}_adam_v"],
-                                       "step": arrays[f"{name}_adam_step"]})
+        load_optimizer_arrays(self.actor_opt, self.actor, arrays, "actor_opt.")
+        load_optimizer_arrays(self.critic_opt, self.critic, arrays, "critic_opt.")
         self.steps = int(meta["steps"])
         self.last_target_copy = int(meta["last_target_copy"])
         self.target_period = int(meta["target_period"])
         self.actor_lr = float(meta["actor_lr"])
         self.critic_lr = float(meta["critic_lr"])
-        self._set_lr(self.actor_opt, self.actor_lr)
-        self._set_lr(self.critic_opt, self.critic_lr)
+        set_lr(self.actor_opt, self.actor_lr)
+        set_lr(self.critic_opt, self.critic_lr)

@@ -1,0 +1,136 @@
+"""Optimizers of the RL learners and their state as flat arrays (for checkpoints).
+
+:class:`CenteredRMSprop` is TensorFlow 1's centred RMSProp, the optimizer of the Ape-X paper
+(Horgan et al. 2018, appendix C: "Centered RMSProp ... learning rate of 0.00025 / 4, decay of
+0.95, epsilon of 1.5e-7, and no momentum"). ``torch.optim.RMSprop(centered=True)`` is not the
+same optimizer at the same epsilon:
+
+- TensorFlow divides by ``sqrt(ms - mg^2 + eps)`` (epsilon *inside* the square root,
+  ``tf.raw_ops.ApplyCenteredRMSProp``); torch by ``sqrt(v - g_avg^2) + eps``. For small
+  second moments the paper's 1.5e-7 therefore acts like torch's ~3.9e-4;
+- TensorFlow 1 starts the mean square ``ms`` at **one** (``rmsprop.py``, ``_create_slots``:
+  ``init_ops.ones_initializer``), torch at zero: the first updates of the paper's optimizer are
+  about ``lr * g``, small, and grow as ``ms`` decays towards the gradients' scale over
+  ~1/(1 - decay) = 20 updates.
+
+Implementing TensorFlow's rule keeps the paper's numbers meaningful as written.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+
+class CenteredRMSprop(torch.optim.Optimizer):
+    """Centred RMSProp with TensorFlow 1's semantics.
+
+    ``ms <- decay ms + (1 - decay) g^2``, ``mg <- decay mg + (1 - decay) g``,
+    ``mom <- momentum mom + lr g / sqrt(ms - mg^2 + eps)``, ``theta <- theta - mom``;
+    ``ms`` starts at 1, ``mg`` and ``mom`` at 0.
+
+    Parameters
+    ----------
+    params : iterable of tensors
+    lr : float
+    decay : float
+        Decay of the moving averages (Ape-X: 0.95).
+    eps : float
+        Added under the square root (Ape-X: 1.5e-7).
+    momentum : float
+        Ape-X: none (0).
+    """
+
+    def __init__(self, params, lr: float, decay: float = 0.95, eps: float = 1.5e-7,
+                 momentum: float = 0.0):
+        if not lr > 0:
+            raise ValueError(f"lr must be > 0, got {lr!r}")
+        if not 0.0 <= decay < 1.0:
+            raise ValueError(f"decay must be in [0, 1), got {decay!r}")
+        if not eps >= 0:
+            raise ValueError(f"eps must be >= 0, got {eps!r}")
+        if not 0.0 <= momentum < 1.0:
+            raise ValueError(f"momentum must be in [0, 1), got {momentum!r}")
+        super().__init__(params, dict(lr=lr, decay=decay, eps=eps, momentum=momentum))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            grads = [p.grad for p in params]
+            for p in params:
+                state = self.state[p]
+                if not state:
+                    state["step"] = torch.tensor(0.0)
+                    state["mean_square"] = torch.ones_like(p)
+                    state["mean_grad"] = torch.zeros_like(p)
+                    if group["momentum"]:
+                        state["momentum"] = torch.zeros_like(p)
+                state["step"] += 1
+            ms = [self.state[p]["mean_square"] for p in params]
+            mg = [self.state[p]["mean_grad"] for p in params]
+            decay = group["decay"]
+            # one kernel per operation over all tensors: small nets are overhead-bound
+            torch._foreach_mul_(ms, decay)
+            torch._foreach_addcmul_(ms, grads, grads, value=1.0 - decay)
+            torch._foreach_mul_(mg, decay)
+            torch._foreach_add_(mg, grads, alpha=1.0 - decay)
+            denom = torch._foreach_addcmul(ms, mg, mg, value=-1.0)
+            torch._foreach_clamp_min_(denom, 0.0)  # ms >= mg^2 up to rounding
+            torch._foreach_add_(denom, group["eps"])
+            torch._foreach_sqrt_(denom)
+            if group["momentum"]:
+                mom = [self.state[p]["momentum"] for p in params]
+                torch._foreach_mul_(mom, group["momentum"])
+                torch._foreach_addcdiv_(mom, grads, denom, value=group["lr"])
+                torch._foreach_sub_(params, mom)
+            else:
+                torch._foreach_addcdiv_(params, grads, denom, value=-group["lr"])
+        return None
+
+
+def set_lr(opt: torch.optim.Optimizer, lr: float) -> None:
+    """Change the step size of every parameter group (a live control)."""
+    for group in opt.param_groups:
+        group["lr"] = float(lr)
+
+
+def optimizer_arrays(opt: torch.optim.Optimizer, module: nn.Module,
+                     prefix: str) -> dict[str, np.ndarray]:
+    """The optimizer's per-parameter state as flat arrays in ``module``'s parameter order:
+    ``<prefix>step`` (one count per tensor) and one array per state tensor name
+    (``exp_avg``, ``mean_square``, ...); tensors without state yet count 0 steps."""
+    params = list(module.parameters())
+    states = [opt.state.get(p, {}) for p in params]
+    names = sorted({k for st in states for k, v in st.items()
+                    if k != "step" and torch.is_tensor(v)})
+    out = {f"{prefix}step": np.array([float(st.get("step", 0.0)) for st in states])}
+    for name in names:
+        out[prefix + name] = torch.cat([
+            st[name].reshape(-1) if name in st else torch.zeros(p.numel())
+            for p, st in zip(params, states, strict=True)]).numpy().copy()
+    return out
+
+
+def load_optimizer_arrays(opt: torch.optim.Optimizer, module: nn.Module,
+                          arrays: dict[str, np.ndarray], prefix: str) -> None:
+    """Inverse of :func:`optimizer_arrays` (tensors with 0 steps keep a fresh state)."""
+    params = list(module.parameters())
+    steps = np.asarray(arrays[f"{prefix}step"], dtype=np.float64)
+    names = [k[len(prefix):] for k in arrays if k.startswith(prefix) and k != f"{prefix}step"]
+    total = sum(p.numel() for p in params)
+    if len(steps) != len(params) or any(np.size(arrays[prefix + n]) != total for n in names):
+        raise ValueError(f"optimizer state for {len(steps)} tensors does not fit this model "
+                         f"({len(params)} tensors, {total} parameters)")
+    flat = {n: torch.as_tensor(np.asarray(arrays[prefix + n], dtype=np.float32)) for n in names}
+    pos = 0
+    for p, count in zip(params, steps, strict=True):
+        k = p.numel()
+        if count > 0:
+            state = {"step": torch.tensor(float(count))}
+            state.update({n: flat[n][pos:pos + k].view_as(p).clone() for n in names})
+            opt.state[p] = state
+        pos += k
