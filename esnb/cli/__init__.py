@@ -150,7 +150,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
-    if not args.verbose:  # dask logs cluster start/stop at INFO through its own handlers
+    if not args.verbose:
+        # dask logs cluster start/stop at INFO through handlers it installs when imported:
+        # import it first, or the import would undo the quieter level
+        import distributed  # noqa: F401
+
         logging.getLogger("distributed").setLevel(logging.WARNING)
     from esnb.cli import common
 
