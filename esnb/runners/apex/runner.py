@@ -31,6 +31,7 @@ the replay run in this process, alternating with the learner, and a seed gives o
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import tempfile
@@ -225,13 +226,13 @@ class ApeX(Runner):
         info: dict[str, Any] = {"diag": [], "wait_time": 0.0, "learn_time": 0.0,
                                 "learn_cpu": 0.0, "eval_due": False, "events": {},
                                 "waiting": False}
+        after_update = functools.partial(self._after_update, snap, info)
         start = time.perf_counter()
         try:
             self._after_events(self.backend.supervise(), info)
             while True:
                 self.executor.turn()  # inline: the actor loop acts before each chunk
-                if not self.trainer.chunk(self.backend.replay, snap, info,
-                                          lambda steps: self._after_update(snap, steps, info)):
+                if not self.trainer.chunk(self.backend.replay, snap, info, after_update):
                     info["waiting"] = True
                     if self.executor.remote:
                         time.sleep(0.05)  # the actors fill the replay meanwhile
@@ -278,7 +279,8 @@ class ApeX(Runner):
                 self.backend.publish_control(**control)
         self._published = control
 
-    def _after_update(self, snap: ControlSnapshot, steps: int, info: dict) -> None:
+    def _after_update(self, snap: ControlSnapshot, info: dict, steps: int) -> None:
+        """After each update: publish the parameters, mark an evaluation, when due."""
         if steps % snap.param_period == 0:
             self._publish_params()
         if snap.eval_interval and steps % snap.eval_interval == 0:
