@@ -146,7 +146,7 @@ def test_checkpoints_never_unpickle(tmp_path):
 
 
 def test_replay_snapshots_never_unpickle_and_are_not_es_checkpoints(tmp_path):
-    from esnb.replay.remote import ReplayServer
+    from esnb.replay.server import ReplayServer
 
     config = {"capacity": 64, "prioritized": True}
     server = ReplayServer(config, seed=0, switch_interval=None)

@@ -1,10 +1,12 @@
-"""Replay buffers (no Dask here except :mod:`esnb.replay.remote`).
+"""Replay buffers (no Dask here).
 
 Composed TorchRL-style from parts: :class:`ArrayStorage` (preallocated named arrays), a sampler
 (:class:`UniformSampler`, :class:`PrioritizedSampler` over vectorised :class:`SumTree` /
 :class:`MinTree`), a :class:`RateLimiter`, an eviction rule and per-actor :class:`KeyFilter`
 marks. :class:`ReplayBuffer` and :class:`PrioritizedReplayBuffer` put them together;
-:mod:`esnb.replay.remote` serves one as a Dask actor that survives the loss of its worker.
+:class:`~esnb.replay.server.ReplayServer` is one with a run's bookkeeping, which an executor
+holds as an actor (:class:`esnb.runners.replay_service.ReplayService` recreates it when its
+worker dies).
 """
 
 from esnb.replay.buffer import (
