@@ -5,7 +5,7 @@ action, n-step return, discount). Measured:
 
 - in-process: sample (with importance weights) + priority update cycles/s, and inserts/s in
   batches of ``--insert-batch``;
-- through a :class:`~esnb.replay.remote.ReplayServer` actor on a LocalCluster worker, called
+- through a :class:`~esnb.replay.server.ReplayServer` actor on a LocalCluster worker, called
   from this process: cycles/s as two calls (sample, then update) one at a time, and as the
   Ape-X learner does it, one ``exchange`` call per cycle (the previous batch's priorities in,
   the next batch out) sent before the current batch is used; inserts/s from a task on
