@@ -1,43 +1,12 @@
-"""One declaration per setting: the config dataclasses every runner is built from.
-
-An algorithm's settings are one dataclass (CleanRL's ``Args`` is the model). Each field is
-declared once with :func:`setting` -- default, bounds or choices, live or fixed, help, and the
-source paper's value -- and everything else is derived from that declaration:
-
-- the runner's constructor (``ES(env, sigma=0.05)``): unknown names, wrong types and values
-  out of range are refused with the setting's name and what it allows;
-- the live controls (:class:`esnb.controls.Controls`) of the fields marked ``live`` (and of
-  fixed fields shown in the panel, ``control=True``);
-- the CLI flags of ``esnb train <algo>`` with their default, choices and help;
-- the configuration stored in checkpoints (:meth:`Settings.to_dict` / :meth:`from_dict`);
-- the documentation tables (:func:`markdown_table`, :func:`preset_table`).
-
-Presets: ``laptop`` is the declared defaults (tuned for a 2-core machine); ``paper`` replaces
-every field that declares ``paper=`` with the source paper's value. ``why=`` says why the
-laptop value differs, and the preset table in the docs shows both.
-
-Examples
---------
->>> from dataclasses import dataclass
->>> @dataclass(frozen=True)
-... class Demo(Settings):
-...     sigma: float = setting(0.02, low=0, low_open=True, live=True, help="noise std",
-...                            paper=0.05, why="smaller steps suit short runs")
->>> Demo.build(preset="paper").sigma
-0.05
->>> Demo.build(sigma=-1)
-Traceback (most recent call last):
-...
-ValueError: sigma must be a number in (0, inf), got -1
-"""
+"""Declaring settings: :func:`setting` fields of a frozen :class:`Settings` dataclass,
+validation of every value with the setting's name, presets, and the controls derived from the
+live fields. See :mod:`esnb.settings` for the whole picture."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import difflib
 import json
-import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -327,12 +296,8 @@ def check_names(cls: type[Settings], values: Mapping[str, Any]) -> None:
                      f"settings: {', '.join(known)}")
 
 
-# -- command line ---------------------------------------------------------------------------
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def _show(value: Any) -> str:
+def show(value: Any) -> str:
+    """A value as the command line and the docs write it."""
     if value is None:
         return "none"
     if isinstance(value, bool):
@@ -344,107 +309,3 @@ def _show(value: Any) -> str:
     if isinstance(value, dict):
         return json.dumps(value)
     return str(value)
-
-
-def _parser_for(name: str, meta: Setting) -> Callable[[str], Any]:
-    """argparse ``type=``: text to a value (validated later, with the setting's name)."""
-
-    def parse(text: str) -> Any:
-        if meta.nullable and text.lower() == "none":
-            return None
-        if text in meta.special:
-            return text
-        try:
-            if meta.kind == "float":
-                return float(text)
-            if meta.kind in ("int", "ints"):
-                number = float(text)  # 1e6 is a valid step count
-                if not number.is_integer():
-                    raise ValueError
-                return int(number)
-            if meta.kind == "dict":
-                return json.loads(text)
-        except ValueError:
-            words = " or ".join(repr(s) for s in meta.special)
-            raise argparse.ArgumentTypeError(
-                f"{_flag(name)} must be {allowed(meta)}, got {text!r}"
-                + (f" ({words} accepted)" if words else "")) from None
-        return text
-
-    parse.__name__ = meta.kind
-    return parse
-
-
-def help_text(name: str, meta: Setting, default: Any) -> str:
-    """``--help`` text: the sentence, then default, paper value, choices, live."""
-    parts = [f"default: {_show(default)}"]
-    if meta.has_paper and meta.paper != default:
-        parts.append(f"paper: {_show(meta.paper)}")
-    if meta.live:
-        parts.append("live")
-    text = meta.help.rstrip(".")
-    return f"{text} [{'; '.join(parts)}]".replace("%", "%%")
-
-
-def add_arguments(parser: argparse.ArgumentParser, cls: type[Settings],
-                  skip: Iterable[str] = ()) -> None:
-    """One flag per setting of ``cls`` (argparse's default is "not given", so presets apply).
-
-    Booleans get ``--x/--no-x``; layer sizes take several integers; dicts take JSON.
-    """
-    group = parser.add_argument_group(f"{cls.algorithm or cls.__name__} settings")
-    skip = set(skip)
-    for name, (meta, default) in cls.declarations().items():
-        if not meta.cli or name in skip:
-            continue
-        kw: dict[str, Any] = dict(dest=name, default=argparse.SUPPRESS,
-                                  help=help_text(name, meta, default))
-        if meta.kind == "bool":
-            kw["action"] = argparse.BooleanOptionalAction
-        else:
-            kw["type"] = _parser_for(name, meta)
-            kw["metavar"] = name.upper()
-            if meta.kind == "choice":
-                shown = {_show(c): c for c in (*meta.choices, *meta.special)}
-                kw["choices"] = list(shown.values())
-                kw["metavar"] = "{" + ",".join(shown) + "}"
-                kw["type"] = lambda text, shown=shown: shown.get(text, text)
-            elif meta.kind == "ints":
-                kw["nargs"] = "+"
-        group.add_argument(_flag(name), **kw)
-
-
-def given(args: argparse.Namespace, cls: type[Settings]) -> dict[str, Any]:
-    """The settings given on the command line (those not given keep the preset's value)."""
-    return {name: getattr(args, name) for name in cls.names() if hasattr(args, name)}
-
-
-# -- documentation --------------------------------------------------------------------------
-def _cell(value: Any) -> str:
-    return f"`{_show(value)}`"
-
-
-def markdown_table(cls: type[Settings]) -> str:
-    """Every setting: name, default, paper value, live, what is allowed, help."""
-    rows = ["| setting | default | paper | live | allowed | what it is |",
-            "|---|---|---|---|---|---|"]
-    for name, (meta, default) in cls.declarations().items():
-        paper = _cell(meta.paper) if meta.has_paper and meta.paper != default else ""
-        rows.append(f"| `{name}` | {_cell(default)} | {paper} | {'yes' if meta.live else ''} "
-                    f"| {allowed(meta)} | {meta.help} |")
-    return "\n".join(rows)
-
-
-def preset_table(cls: type[Settings]) -> str:
-    """The settings where ``paper`` differs from ``laptop``, and why."""
-    rows = ["| setting | laptop | paper | why the laptop value differs |", "|---|---|---|---|"]
-    for name, (meta, default) in cls.declarations().items():
-        if meta.has_paper and meta.paper != default:
-            rows.append(f"| `{name}` | {_cell(default)} | {_cell(meta.paper)} | {meta.why} |")
-    return "\n".join(rows)
-
-
-def is_number(value: Any) -> bool:
-    """A finite real number (not a bool)."""
-    return (isinstance(value, numbers.Real) and not isinstance(value, bool)
-            and math.isfinite(float(value)))

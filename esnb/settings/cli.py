@@ -1,0 +1,90 @@
+"""Command-line flags from a config dataclass: one flag per setting with its default, the
+paper's value, choices and help; only flags given on the command line override a preset."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from esnb.settings.declare import Setting, Settings, allowed, show
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _parser_for(name: str, meta: Setting) -> Callable[[str], Any]:
+    """argparse ``type=``: text to a value (validated later, with the setting's name)."""
+
+    def parse(text: str) -> Any:
+        if meta.nullable and text.lower() == "none":
+            return None
+        if text in meta.special:
+            return text
+        try:
+            if meta.kind == "float":
+                return float(text)
+            if meta.kind in ("int", "ints"):
+                number = float(text)  # 1e6 is a valid step count
+                if not number.is_integer():
+                    raise ValueError
+                return int(number)
+            if meta.kind == "dict":
+                return json.loads(text)
+        except ValueError:
+            words = " or ".join(repr(s) for s in meta.special)
+            raise argparse.ArgumentTypeError(
+                f"{_flag(name)} must be {allowed(meta)}, got {text!r}"
+                + (f" ({words} accepted)" if words else "")) from None
+        return text
+
+    parse.__name__ = meta.kind
+    return parse
+
+
+def help_text(name: str, meta: Setting, default: Any) -> str:
+    """``--help`` text: the sentence, then default, paper value, choices, live."""
+    parts = [f"default: {show(default)}"]
+    if meta.has_paper and meta.paper != default:
+        parts.append(f"paper: {show(meta.paper)}")
+    if meta.live:
+        parts.append("live")
+    text = meta.help.rstrip(".")
+    return f"{text} [{'; '.join(parts)}]".replace("%", "%%")
+
+
+def add_arguments(parser: argparse.ArgumentParser, cls: type[Settings],
+                  skip: Iterable[str] = ()) -> None:
+    """One flag per setting of ``cls`` (argparse's default is "not given", so presets apply).
+
+    Booleans get ``--x/--no-x``; layer sizes take several integers; dicts take JSON.
+    """
+    group = parser.add_argument_group(f"{cls.algorithm or cls.__name__} settings")
+    skip = set(skip)
+    for name, (meta, default) in cls.declarations().items():
+        if not meta.cli or name in skip:
+            continue
+        kw: dict[str, Any] = dict(dest=name, default=argparse.SUPPRESS,
+                                  help=help_text(name, meta, default))
+        if meta.kind == "bool":
+            kw["action"] = argparse.BooleanOptionalAction
+        else:
+            kw["type"] = _parser_for(name, meta)
+            kw["metavar"] = name.upper()
+            if meta.kind == "choice":
+                shown = {show(c): c for c in (*meta.choices, *meta.special)}
+                kw["choices"] = list(shown.values())
+                kw["metavar"] = "{" + ",".join(shown) + "}"
+                kw["type"] = lambda text, shown=shown: shown.get(text, text)
+            elif meta.kind == "ints":
+                kw["nargs"] = "+"
+        group.add_argument(_flag(name), **kw)
+
+
+def given(args: argparse.Namespace, cls: type[Settings]) -> dict[str, Any]:
+    """The settings given on the command line (those not given keep the preset's value)."""
+    return {name: getattr(args, name) for name in cls.names() if hasattr(args, name)}
+
+
