@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from esnb.nets import MLP, Layout, init_fan_in, init_glorot, init_normc
-from esnb.nets import torch_mlp
+from esnb.nets import MLP, Layout, init_fan_in, init_glorot, init_normc, torch_mlp
 
 
 @pytest.mark.parametrize("activation", ["tanh", "relu", "leaky_relu"])
@@ -73,3 +72,20 @@ def test_bad_specs_and_shapes_are_refused():
         MLP((3, 2), activation="sigmoid")
     with pytest.raises(ValueError, match="expected 8 parameters"):
         MLP((3, 2)).forward(np.zeros(7, np.float32), np.zeros((1, 3)))
+
+
+def test_forward_hands_out_every_layers_input():
+    """``inputs`` receives what a hand-written backward needs (EORL's): each layer's input."""
+    mlp = MLP((4, 6, 5, 2), activation="relu")
+    rng = np.random.default_rng(2)
+    pop = torch.from_numpy(np.stack([init_glorot(mlp, rng) for _ in range(3)]))
+    x = torch.from_numpy(rng.standard_normal((7, 4)).astype(np.float32))
+    for flat, shape in ((pop[1], (7,)), (pop, (3, 7))):
+        inputs = []
+        out = torch_mlp.forward(mlp, flat, x, inputs)
+        assert torch.equal(out, torch_mlp.forward(mlp, flat, x)) and len(inputs) == 3
+        assert [tuple(h.shape) for h in inputs] == [(*shape, 4), (*shape, 6), (*shape, 5)]
+        assert torch.equal(inputs[0], x.expand(*shape, 4))
+        first = MLP((4, 6), activation="relu", output="relu")
+        w = flat[..., :first.num_params]
+        assert torch.allclose(inputs[1], torch_mlp.forward(first, w, x), atol=1e-6)

@@ -1,0 +1,207 @@
+"""Dask clusters for esnb: ``make_client`` and the plugins that prepare and protect workers.
+
+Where workers come from is one setting, ``esnb.cluster.type`` in dask's configuration
+(package defaults in ``esnb/esnb.yaml``; override in ``~/.config/dask/esnb.yaml`` or with
+``DASK_ESNB__CLUSTER__TYPE=slurm``):
+
+- ``local``: a LocalCluster of worker processes bound to 127.0.0.1;
+- ``address``: join a running scheduler at ``esnb.cluster.address``;
+- ``slurm``, ``pbs``, ``sge``, ``lsf``: a dask-jobqueue cluster. Its keyword arguments come from
+  ``esnb.cluster.kwargs`` (then dask-jobqueue's own ``jobqueue.<type>`` config); it runs under
+  ``adapt()`` between ``esnb.cluster.adapt.minimum`` and ``maximum``, and its workers get a
+  ``--lifetime`` shorter than the job's walltime so they retire gracefully and are replaced.
+
+Dask actors (replay buffers, learners) die with their worker, so they belong on a worker no
+walltime retires: with ``esnb.cluster.actor-worker`` (default for jobqueue clusters) one extra
+worker (:class:`ActorWorker`: a job of its own, started without ``--lifetime``, with
+``esnb.cluster.actor-walltime``) carries the resource :data:`ACTOR_RESOURCE`; adaptive scaling
+never retires it, a new one is started if it dies anyway, and ``actor_resources(client)``
+returns the ``resources=`` argument that pins an actor there
+(``ApeX(..., replay_resources=actor_resources(client))``).
+
+TLS is the one setting ``esnb.cluster.security`` (see :func:`make_security`).
+
+Per-worker state (the noise table, torch's thread count) is built on each worker by a
+:class:`distributed.WorkerPlugin`, including workers that join later: data scattered with
+``broadcast=True`` is silently dropped by the Active Memory Manager, so nothing is replicated.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import dask.config
+from distributed import Client
+
+from esnb import config
+from esnb.cluster.jobqueue import (
+    JOBQUEUE_CLASSES,
+    ActorWorker,
+    EsnbAdaptive,
+    jobqueue_cluster,
+    lifetime_args,
+    start_actor_worker,
+    walltime_seconds,
+)
+from esnb.cluster.options import dashboard_address_for, underscored
+from esnb.cluster.plugins import (
+    ACTOR_RESOURCE,
+    KeepActorWorkers,
+    NoiseTablePlugin,
+    TorchThreadsPlugin,
+    actor_resources,
+    register_noise_table,
+)
+from esnb.cluster.security import make_security
+from esnb.noise import NoiseConfig
+
+__all__ = ["ACTOR_RESOURCE", "CLUSTER_TYPES", "JOBQUEUE_CLASSES", "ActorWorker",
+           "EsnbAdaptive", "EsnbClient", "KeepActorWorkers", "NoiseTablePlugin",
+           "TorchThreadsPlugin", "actor_resources", "lifetime_args", "make_client",
+           "make_security", "register_noise_table", "walltime_seconds"]
+
+log = logging.getLogger("esnb.cluster")
+
+#: values of ``esnb.cluster.type``
+CLUSTER_TYPES = ("local", "address", "slurm", "pbs", "sge", "lsf")
+
+# Every comm logs its last ``low-level-log-length`` messages (< 1 MB each) for debugging; ES
+# messages carry theta, so dask's 1000 kept ~50 MB alive in a soak's driver. Lowered once,
+# here (distributed is imported, its defaults are in place), unless someone set it already.
+_MESSAGE_LOG = "distributed.admin.low-level-log-length"
+if dask.config.get(_MESSAGE_LOG) == 1000 and config.get("cluster.message-log-length"):
+    dask.config.set({_MESSAGE_LOG: int(config.get("cluster.message-log-length"))})
+
+
+class EsnbClient(Client):
+    """A :class:`distributed.Client` that also closes the cluster esnb started for it."""
+
+    _esnb_cluster = None
+    _esnb_extra: tuple = ()
+
+    def close(self, *args, **kwargs):
+        try:
+            return super().close(*args, **kwargs)
+        finally:
+            cluster, self._esnb_cluster = self._esnb_cluster, None
+            extra, self._esnb_extra = self._esnb_extra, ()
+            if cluster is not None:
+                for proc in extra:
+                    try:
+                        cluster.sync(proc.close)
+                    except Exception:  # the cluster closes anyway; report, do not mask
+                        log.exception("could not close %r", proc)
+                cluster.close()
+
+
+def make_client(n_workers: int | None = None, *, address: str | None = None,
+                threads_per_worker: int | None = None, processes: bool | None = None,
+                noise: NoiseConfig | None = None, dashboard_address: str | None = None,
+                set_as_default: bool = True, cluster_type: str | None = None,
+                security: Any = None, actor_worker: bool | None = None,
+                **cluster_kwargs) -> Client:
+    """A Dask client ready for esnb.
+
+    Parameters
+    ----------
+    n_workers : int, optional
+        Workers to start: a LocalCluster's processes (default ``esnb.cluster.n-workers``, else
+        one per core), or the workers a jobqueue cluster keeps (adapt minimum; default
+        ``esnb.cluster.adapt.minimum``, else ``n-workers``, else 1).
+    address : str, optional
+        Join an existing scheduler instead of starting a cluster.
+    threads_per_worker : int, optional
+        Default 1: rollouts hold the GIL, so parallelism comes from processes.
+    processes : bool, optional
+        Local only. Default True; ``False`` runs workers as threads of this process.
+    noise : NoiseConfig, optional
+        Build this noise table on every worker now (runners register what they need anyway).
+    dashboard_address : str, optional
+        Default ``127.0.0.1:8787``. An address without a host (``":0"``) binds to the cluster's
+        host (loopback for a LocalCluster), never to every interface; a taken port falls back
+        to a free one.
+    set_as_default : bool
+        Make it Dask's default client (runners created with ``client=None`` then use it).
+    cluster_type : str, optional
+        Overrides ``esnb.cluster.type``: one of :data:`CLUSTER_TYPES`.
+    security : optional
+        Overrides ``esnb.cluster.security`` (see :func:`make_security`).
+    actor_worker : bool, optional
+        Start one long-lived worker carrying :data:`ACTOR_RESOURCE` (default
+        ``esnb.cluster.actor-worker``; ``"auto"`` means yes for jobqueue clusters).
+    **cluster_kwargs
+        Passed to ``LocalCluster`` or to the dask-jobqueue cluster (over ``esnb.cluster.kwargs``).
+
+    Returns
+    -------
+    distributed.Client
+        Closing it also closes a cluster it started.
+
+    Notes
+    -----
+    Values not given come from dask config under ``esnb.cluster`` (see ``esnb/esnb.yaml``).
+    """
+    kind = str(cluster_type or config.get("cluster.type", "local")).lower()
+    if kind not in CLUSTER_TYPES:
+        raise ValueError(f"esnb.cluster.type {kind!r} is unknown; valid types: "
+                         f"{', '.join(CLUSTER_TYPES)}")
+    sec = make_security(security if security is not None else config.get("cluster.security"))
+    if address or kind == "address":
+        address = address or config.get("cluster.address")
+        if not address:
+            raise ValueError("esnb.cluster.type is 'address' but esnb.cluster.address is not set")
+        client = Client(address, set_as_default=set_as_default, security=sec)
+    else:
+        profile = bool(config.get("cluster.worker-profile", False))
+        threads = int(threads_per_worker or config.get("cluster.threads-per-worker", 1))
+        cluster_kwargs.setdefault("silence_logs", logging.WARNING)
+        # the statistical profiler samples every task's stack each 10 ms, holding the GIL:
+        # ~5-10% of a rollout's time. Off unless esnb.cluster.worker-profile is true.
+        with dask.config.set({"distributed.worker.profile.enabled": profile}):
+            if kind == "local":
+                cluster = _local_cluster(n_workers, threads, processes, sec, dashboard_address,
+                                         cluster_kwargs)
+            else:
+                cluster = jobqueue_cluster(kind, n_workers, threads, sec, dashboard_address,
+                                            cluster_kwargs)
+            try:
+                client = EsnbClient(cluster, set_as_default=set_as_default, security=sec)
+                client._esnb_cluster = cluster
+                client.register_plugin(KeepActorWorkers())
+                want = config.get("cluster.actor-worker", "auto") if actor_worker is None \
+                    else actor_worker
+                if want is True or (want == "auto" and kind != "local"):
+                    client._esnb_extra = (start_actor_worker(cluster, kind),)
+            except BaseException:
+                cluster.close()
+                raise
+    client.register_plugin(TorchThreadsPlugin(1))
+    if noise is not None:
+        register_noise_table(client, noise)
+    return client
+
+
+def _local_cluster(n_workers, threads, processes, sec, dashboard_address, kwargs):
+    from distributed import LocalCluster
+
+    n_workers = n_workers or config.get("cluster.n-workers") or os.cpu_count() or 1
+    if int(n_workers) < 1:
+        raise ValueError(f"n_workers must be >= 1, got {n_workers}")
+    kwargs = {**underscored(config.get("cluster.kwargs") or {}), **kwargs}
+    host = kwargs.pop("host", config.get("cluster.host", "127.0.0.1"))
+    processes = config.get("cluster.processes", True) if processes is None else processes
+    if not processes and sec is None and "://" not in str(host):
+        # threads only: dask would pick "inproc://", which takes no host (a host fails the
+        # scheduler's start) and links the dashboard to the machine's address; stay on TCP
+        kwargs.setdefault("protocol", "tcp://")
+    return LocalCluster(
+        n_workers=int(n_workers),
+        threads_per_worker=threads,
+        processes=processes,
+        host=host,
+        dashboard_address=dashboard_address_for(dashboard_address, host),
+        security=sec,
+        **kwargs,
+    )

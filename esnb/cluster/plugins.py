@@ -1,0 +1,83 @@
+"""Worker and scheduler plugins: per-worker state built on every worker (the noise table,
+torch's thread count) and the protection of workers that hold actors."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+from distributed import Client, SchedulerPlugin, WorkerPlugin
+
+from esnb.noise import NoiseConfig, drop_noise_table, get_noise_table
+
+#: worker resource of the long-lived worker that holds actors
+ACTOR_RESOURCE = "esnb-actor"
+
+
+class NoiseTablePlugin(WorkerPlugin):
+    """Builds the noise table on every worker, off the event loop (heartbeats keep flowing).
+
+    Registering it again with the same table is a no-op (``idempotent``).
+    """
+
+    idempotent = True
+
+    def __init__(self, noise: NoiseConfig):
+        self.noise = noise
+        self.name = f"esnb-noise-{noise.key}"
+
+    async def setup(self, worker):
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, get_noise_table, self.noise)
+
+    def teardown(self, worker):
+        drop_noise_table(self.noise)
+
+
+class TorchThreadsPlugin(WorkerPlugin):
+    """One intra-op thread per worker for torch (and BLAS), set before torch is imported."""
+
+    idempotent = True
+    name = "esnb-torch-threads"
+
+    def __init__(self, threads: int = 1):
+        self.threads = int(threads)
+
+    def setup(self, worker):
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[var] = str(self.threads)
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            torch.set_num_threads(self.threads)
+
+
+class KeepActorWorkers(SchedulerPlugin):
+    """Never offer a worker holding actors (or the actor resource) to adaptive downscaling.
+
+    ``adapt()`` retires idle workers, and a worker whose only work is an actor looks idle.
+    """
+
+    idempotent = True
+    name = "esnb-keep-actor-workers"
+
+    def valid_workers_downscaling(self, scheduler, workers):
+        return [ws for ws in workers if not ws.actors and ACTOR_RESOURCE not in ws.resources]
+
+
+def register_noise_table(client: Client, noise: NoiseConfig) -> None:
+    """Have every worker (present and future) build ``noise``; waits for present ones."""
+    client.register_plugin(NoiseTablePlugin(noise))
+
+
+def actor_resources(client: Client) -> dict | None:
+    """``resources=`` that pins an actor to the long-lived actor worker, if there is one.
+
+    Returns ``{ACTOR_RESOURCE: 1}`` when a worker of ``client``'s cluster carries the resource,
+    else None (then any worker may take the actor: on a LocalCluster they all live as long as
+    the client).
+    """
+    workers = client.scheduler_info(n_workers=-1).get("workers", {})
+    if any(ACTOR_RESOURCE in (w.get("resources") or {}) for w in workers.values()):
+        return {ACTOR_RESOURCE: 1}
+    return None
