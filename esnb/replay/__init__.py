@@ -9,13 +9,8 @@ holds as an actor (:class:`esnb.runners.replay_service.ReplayService` recreates 
 worker dies).
 """
 
-from esnb.replay.buffer import (
-    PrioritizedReplayBuffer,
-    ReplayBuffer,
-    buffer_from_config,
-    join_state,
-    split_state,
-)
+from esnb.replay.buffer import PrioritizedReplayBuffer, ReplayBuffer
+from esnb.replay.config import buffer_from_config, check_config
 from esnb.replay.limits import (
     FifoEviction,
     KeyFilter,
@@ -24,10 +19,12 @@ from esnb.replay.limits import (
     ReplayNotReady,
 )
 from esnb.replay.samplers import PrioritizedSampler, UniformSampler
+from esnb.replay.state import join_state, split_state
 from esnb.replay.storage import ArrayStorage
 from esnb.replay.trees import MinTree, SumTree
 
 __all__ = ["ArrayStorage", "FifoEviction", "KeyFilter", "MinTree", "PriorityEviction",
            "PrioritizedReplayBuffer", "PrioritizedSampler", "RateLimiter", "ReplayBuffer",
-           "ReplayNotReady", "SumTree", "UniformSampler", "buffer_from_config", "join_state",
+           "ReplayNotReady", "SumTree", "UniformSampler", "buffer_from_config", "check_config",
+           "join_state",
            "split_state"]

@@ -37,12 +37,8 @@ from esnb.replay.limits import (
     ReplayNotReady,
 )
 from esnb.replay.samplers import PrioritizedSampler, UniformSampler, check_priorities
-from esnb.replay.storage import ArrayStorage, spec_from_json, spec_to_json
-
-STATE_FORMAT = "esnb-replay"
-STATE_VERSION = 1
-_COUNTERS = ("inserted", "duplicates", "overwritten", "evicted", "sampled", "updated",
-             "stale_updates")
+from esnb.replay.state import COUNTERS, buffer_state, load_buffer_state
+from esnb.replay.storage import ArrayStorage
 
 
 class ReplayBuffer:
@@ -111,7 +107,7 @@ class ReplayBuffer:
         self._head = 0  # id of the next item
         self._tail = 0  # every id below it is gone
         self._n = 0
-        self.counters = dict.fromkeys(_COUNTERS, 0)
+        self.counters = dict.fromkeys(COUNTERS, 0)
 
     # -- reading -----------------------------------------------------------------------------
     @property
@@ -320,99 +316,14 @@ class ReplayBuffer:
 
     # -- state -------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to rebuild the buffer: plain values and numpy arrays.
-
-        Only stored items are saved (in id order); field ``name`` is under ``"field.name"``.
-        See :func:`split_state` to write it with :func:`esnb.record.save_checkpoint`.
-        """
-        stored = np.flatnonzero(self._valid)
-        slots = stored[np.argsort(self._ids[stored], kind="stable")]
-        marks_actor, marks_seq = self.keys.state()
-        state: dict[str, Any] = {
-            "format": STATE_FORMAT,
-            "format_version": STATE_VERSION,
-            "capacity": self.capacity,
-            "soft_capacity": self.soft_capacity,
-            "sampler": self.sampler.state_dict(),
-            "limiter": self.limiter.config(),
-            "eviction": self.evictor.config(),
-            "spec": None if self.storage.spec is None else spec_to_json(self.storage.spec),
-            "head": self._head,
-            "tail": self._tail,
-            "counters": dict(self.counters),
-            "ids": self._ids[slots].copy(),
-            "key_actor": self._key_actor[slots].copy(),
-            "key_seq": self._key_seq[slots].copy(),
-            "marks_actor": marks_actor,
-            "marks_seq": marks_seq,
-        }
-        if self.prioritized:
-            state["priorities"] = self.sampler.priorities(slots).copy()
-        for k, a in self.storage.arrays.items():
-            state[f"field.{k}"] = a[slots].copy()
-        return state
+        """Everything needed to rebuild the buffer: plain values and numpy arrays (only stored
+        items, in id order; see :func:`esnb.replay.state.buffer_state`)."""
+        return buffer_state(self)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`'s output into this (same capacity, same sampler kind)
         buffer. Everything is checked before anything changes."""
-        if state.get("format") != STATE_FORMAT or state.get("format_version") != STATE_VERSION:
-            raise ValueError(f"not an esnb replay state (format {state.get('format')!r}, "
-                             f"version {state.get('format_version')!r})")
-        if int(state["capacity"]) != self.capacity:
-            raise ValueError(f"state of a buffer of capacity {state['capacity']}, this one has "
-                             f"{self.capacity}")
-        kind = state["sampler"].get("kind")
-        if kind != ("prioritized" if self.prioritized else "uniform"):
-            raise ValueError(f"state of a {kind} buffer, this one is "
-                             f"{'prioritized' if self.prioritized else 'uniform'}")
-        if self.prioritized and float(state["sampler"]["alpha"]) != self.sampler.alpha:
-            raise ValueError(f"state has alpha {state['sampler']['alpha']}, this buffer "
-                             f"{self.sampler.alpha}")
-        spec = None if state["spec"] is None else spec_from_json(state["spec"])
-        if spec is not None and self.storage.spec is not None and spec != self.storage.spec:
-            raise ValueError(f"state has fields {spec}, this buffer {self.storage.spec}")
-        ids = np.asarray(state["ids"], dtype=np.int64)
-        n = len(ids)
-        fields = {k[len("field."):]: np.asarray(v) for k, v in state.items()
-                  if k.startswith("field.")}
-        if spec is not None:
-            if sorted(fields) != sorted(spec):
-                raise ValueError(f"state arrays {sorted(fields)} do not match its fields "
-                                 f"{sorted(spec)}")
-            for k, (shape, dtype) in spec.items():
-                if fields[k].shape != (n, *shape) or fields[k].dtype != dtype:
-                    raise ValueError(f"state field {k!r}: {fields[k].dtype} {fields[k].shape}, "
-                                     f"expected {dtype} {(n, *shape)}")
-        if n > self.capacity or (n and (ids.min() < 0 or len(np.unique(ids % self.capacity))
-                                        != n or ids.max() >= int(state["head"]))):
-            raise ValueError("state ids are inconsistent with its capacity and head")
-        priorities = None
-        if self.prioritized:
-            priorities = check_priorities(state["priorities"], n)
-
-        if self.storage.spec is None and spec is not None:
-            self.storage.write(np.zeros(0, dtype=np.int64),
-                               {k: np.zeros((0, *s), d) for k, (s, d) in spec.items()})
-        self.sampler.bind(self.capacity)
-        self.sampler.load_state_dict(state["sampler"])
-        self._ids.fill(-1)
-        self._valid.fill(False)
-        self._key_actor.fill(-1)
-        self._key_seq.fill(-1)
-        slots = ids % self.capacity
-        if n:
-            self.storage.write(slots, fields)
-        self._ids[slots] = ids
-        self._valid[slots] = True
-        self._key_actor[slots] = np.asarray(state["key_actor"], dtype=np.int64)
-        self._key_seq[slots] = np.asarray(state["key_seq"], dtype=np.int64)
-        if self.prioritized and n:
-            self.sampler.load_priorities(slots, priorities)
-        self._head = int(state["head"])
-        self._tail = int(state["tail"])
-        self._n = n
-        self.counters = {k: int(state["counters"].get(k, 0)) for k in _COUNTERS}
-        self.keys.load(np.asarray(state["marks_actor"]), np.asarray(state["marks_seq"]))
+        load_buffer_state(self, state)
 
 
 class PrioritizedReplayBuffer(ReplayBuffer):
@@ -455,64 +366,4 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         return self.sampler.from_td(td_errors)
 
 
-def split_state(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """``(JSON-able meta, arrays)`` of a :meth:`ReplayBuffer.state_dict`."""
-    meta = {k: v for k, v in state.items() if not isinstance(v, np.ndarray)}
-    arrays = {k: v for k, v in state.items() if isinstance(v, np.ndarray)}
-    return meta, arrays
-
-
-def join_state(meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
-    """Inverse of :func:`split_state`."""
-    return {**meta, **arrays}
-
-
-def check_config(config: Mapping[str, Any]) -> None:
-    """Validate a buffer configuration (as :func:`buffer_from_config` takes) without
-    allocating the buffer; raises ValueError."""
-    cfg = dict(config)
-    known = {"capacity", "prioritized", "alpha", "beta", "eps", "spec", "soft_capacity",
-             "eviction", "eviction_exponent", "min_size", "samples_per_insert", "error_buffer"}
-    unknown = sorted(set(cfg) - known)
-    if unknown:
-        raise ValueError(f"unknown replay configuration keys {unknown}; known: {sorted(known)}")
-    storage = ArrayStorage(cfg.get("capacity", 0))  # checks capacity, allocates nothing
-    soft = cfg.get("soft_capacity")
-    if soft is not None and (isinstance(soft, bool) or int(soft) != soft
-                             or not 1 <= soft <= storage.capacity):
-        raise ValueError(f"soft_capacity must be an integer in [1, capacity="
-                         f"{storage.capacity}] or None, got {soft!r}")
-    eviction = cfg.get("eviction", "fifo")
-    if eviction == "priority":
-        PriorityEviction(cfg.get("eviction_exponent", -0.4))
-    elif eviction != "fifo":
-        raise ValueError(f"eviction must be 'fifo' or 'priority', got {eviction!r}")
-    limiter = RateLimiter(cfg.get("min_size", 1), cfg.get("samples_per_insert"),
-                          cfg.get("error_buffer"))
-    if limiter.min_size > (storage.capacity if soft is None else soft):
-        raise ValueError(f"min_size {limiter.min_size} exceeds what the buffer keeps "
-                         f"({storage.capacity if soft is None else soft}): it would never "
-                         f"be ready")
-    if cfg.get("prioritized"):
-        PrioritizedSampler(cfg.get("alpha", 0.6), cfg.get("beta", 0.4), cfg.get("eps", 1e-6))
-    if cfg.get("spec") is not None:
-        from esnb.replay.storage import normalise_spec
-
-        normalise_spec(cfg["spec"])
-
-
-def buffer_from_config(config: Mapping[str, Any]) -> ReplayBuffer:
-    """Build a buffer from a plain dict: ``{"capacity": ..., "prioritized": bool, ...}`` with
-    the constructor arguments (used to create a buffer inside a remote actor)."""
-    cfg = dict(config)
-    prioritized = bool(cfg.pop("prioritized", False))
-    cls = PrioritizedReplayBuffer if prioritized else ReplayBuffer
-    try:
-        return cls(**cfg)
-    except TypeError as exc:
-        raise ValueError(f"bad replay configuration {config!r}: {exc}") from None
-
-
-__all__ = ["PrioritizedReplayBuffer", "ReplayBuffer", "ReplayNotReady", "buffer_from_config",
-           "check_config",
-           "join_state", "split_state"]
+__all__ = ["PrioritizedReplayBuffer", "ReplayBuffer", "ReplayNotReady"]

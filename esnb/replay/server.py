@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from esnb.replay.buffer import buffer_from_config, join_state, split_state
+from esnb.replay.config import buffer_from_config
+from esnb.replay.state import join_state, split_state
 
 CHECKPOINT_ALGORITHM = "replay"
 

@@ -44,7 +44,7 @@ import numpy as np
 from esnb.controls import ControlSnapshot
 from esnb.envs.make import env_spaces
 from esnb.envs.rollout import cached_env
-from esnb.replay.buffer import check_config
+from esnb.replay.config import check_config
 from esnb.replay.server import ReplayLost
 from esnb.rl.apex_actor import ActorConfig, greedy_policy, greedy_returns
 from esnb.runners.apex.backend import ApeXBackend
