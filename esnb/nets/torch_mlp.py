@@ -27,19 +27,28 @@ def activate(h: torch.Tensor, kind: str, slope: float = 0.01) -> torch.Tensor:
     return h
 
 
-def forward(mlp: MLP, flat: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+def forward(mlp: MLP, flat: torch.Tensor, x: torch.Tensor,
+            inputs: list | None = None) -> torch.Tensor:
     """Outputs of ``x``: ``[B, out]`` for a flat ``[P]``; ``[n, B, out]`` for ``[n, P]``
-    (``x`` of shape ``[B, in]`` is shared by the members, or ``[n, B, in]``)."""
+    (``x`` of shape ``[B, in]`` is shared by the members, or ``[n, B, in]``).
+
+    ``inputs``, if given, receives every layer's input in order (``x``, expanded to
+    ``[n, B, in]`` for a population, then each hidden activation): what a hand-written
+    backward needs (EORL's)."""
     slices = mlp.slices()
     last = len(slices) - 1
     if flat.dim() == 1:
         for k, (w, shape, b) in enumerate(slices):
+            if inputs is not None:
+                inputs.append(x)
             x = activate(F.linear(x, flat[w].view(shape), flat[b]),
                          mlp.activation if k < last else mlp.output, mlp.slope)
         return x
     n = flat.shape[0]
     h = x.expand(n, *x.shape[-2:]) if x.dim() == 2 else x
     for k, (w, (o, i), b) in enumerate(slices):
+        if inputs is not None:
+            inputs.append(h)
         h = torch.baddbmm(flat[:, b].view(n, 1, o), h, flat[:, w].view(n, o, i).transpose(1, 2))
         h = activate(h, mlp.activation if k < last else mlp.output, mlp.slope)
     return h

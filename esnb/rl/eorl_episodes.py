@@ -144,14 +144,16 @@ class Sample:
                       None if self.ids is None else self.ids[idx])
 
 
-def epsilon_greedy(params: list[np.ndarray], features, states: StateIndex | None,
-                   epsilon: float, rng: np.random.Generator, limit: int, n_actions: int):
+def epsilon_greedy(layers: list[tuple[np.ndarray, np.ndarray]], features,
+                   states: StateIndex | None, epsilon: float, rng: np.random.Generator,
+                   limit: int, n_actions: int):
     """An act function for one episode, and the list it fills with the state numbers acted on.
 
     The per-step draws are made up front (``limit`` uniforms, then ``limit`` random actions:
     a fixed use of ``rng`` per episode, no per-step call cost); at step ``t`` the action is
-    random when ``u[t] < epsilon``, else greedy under ``params`` (computed once per distinct
-    state). With ``states=None`` (evaluation) states are not numbered (the list gets -1).
+    random when ``u[t] < epsilon``, else greedy under the member's ``layers``
+    (:meth:`~esnb.rl.mc_dqn.PopulationQNet.member_numpy`; computed once per distinct state).
+    With ``states=None`` (evaluation) states are not numbered (the list gets -1).
     """
     u = rng.random(limit)
     random_actions = rng.integers(0, n_actions, size=limit)
@@ -171,7 +173,7 @@ def epsilon_greedy(params: list[np.ndarray], features, states: StateIndex | None
             return int(random_actions[t])
         a = greedy.get(sid)
         if a is None:
-            a = greedy[sid] = greedy_action(params, x)
+            a = greedy[sid] = greedy_action(layers, x)
         return a
 
     return act, sids

@@ -319,6 +319,7 @@ class MCLearner:
             "env_steps": self.env_steps,
             "epsilon": self.epsilon,
             "num_params": self.net.num_params,
+            "net_layout": "out_in",  # esnb.nets' W [out, in]; absent: saved [in, out]
         }
         return meta, arrays
 
@@ -329,7 +330,8 @@ class MCLearner:
         if int(meta["num_params"]) != self.net.num_params:
             raise ValueError(f"state has networks of {meta['num_params']} parameters, this "
                              f"learner {self.net.num_params}")
-        self.net.load_state_dict({k[4:]: v for k, v in arrays.items() if k.startswith("net.")})
+        self.net.load_state_dict({k[4:]: v for k, v in arrays.items() if k.startswith("net.")},
+                                 weights_in_out=meta.get("net_layout") != "out_in")
         self.buffer.load_state_dict(join_state(
             meta["buffer"], {k[7:]: v for k, v in arrays.items() if k.startswith("buffer.")}))
         self.states.load(arrays["states"])

@@ -17,7 +17,10 @@ members' forward and backward passes run on the distinct states of their samples
 all ``n`` members train in one batched pass over stacked weights (``torch.bmm`` with a leading
 member dimension), each with its own Adam state and step count.
 
-The networks are initialised as Keras does (Glorot-uniform weights, zero biases) from a numpy
+A member is an :class:`esnb.nets.MLP` (ReLU) and the population a matrix whose rows are the
+members' flat vectors in the family's layout (per layer ``W [out, in]`` then ``b``); the
+forward is :func:`esnb.nets.torch_mlp.forward`'s population path. The networks are initialised
+as Keras does (:func:`esnb.nets.init_glorot`: Glorot-uniform weights, zero biases) from a numpy
 generator, and Adam uses Keras' epsilon 1e-7: the paper's wording ("epochs", "learning rate")
 is Keras'.
 """
@@ -25,10 +28,11 @@ is Keras'.
 from __future__ import annotations
 
 import contextlib
-import math
 
 import numpy as np
 import torch
+
+from esnb.nets import MLP, init_glorot, torch_mlp
 
 HIDDEN = (32, 8)
 LR = 0.01
@@ -79,15 +83,17 @@ class PopulationQNet:
 
     Attributes
     ----------
+    mlp : esnb.nets.MLP
+        A member's network, ``obs -> hidden... -> actions`` (ReLU, linear output).
     theta : torch.Tensor
-        All parameters, shape ``(n, P)``: member ``i``'s flat vector is row ``i`` (layer by
-        layer, weights ``(fan_in, fan_out)`` row-major, then biases). Operators act on rows.
+        All parameters, shape ``(n, P)``: member ``i``'s flat vector (in ``mlp``'s layout:
+        per layer ``W [out, in]`` row-major, then ``b``) is row ``i``. Operators act on rows.
     steps : numpy.ndarray
         Adam steps taken by each member since its optimiser was (re)set.
 
     Notes
     -----
-    Forward and backward passes are written out (three matmuls each way) instead of using
+    The backward pass is written out (two batched matmuls per layer) instead of using
     autograd: at EORL's sizes the per-operation overhead is the cost, and one flat ``(n, P)``
     parameter tensor makes Adam six tensor operations for the whole population.
     """
@@ -103,32 +109,15 @@ class PopulationQNet:
         if not self.hidden or min(self.hidden) < 1:
             raise ValueError(f"hidden must be one or more layer sizes >= 1, got {hidden!r}")
         self.lr = float(lr)
-        self.sizes = (self.obs_dim, *self.hidden, self.n_actions)
-        self._layout = []  # (weight slice, bias slice, fan_in, fan_out)
-        at = 0
-        for fan_in, fan_out in zip(self.sizes[:-1], self.sizes[1:]):
-            w = slice(at, at + fan_in * fan_out)
-            b = slice(w.stop, w.stop + fan_out)
-            self._layout.append((w, b, fan_in, fan_out))
-            at = b.stop
-        self.num_params = at
-        self.theta = torch.zeros(self.n, self.num_params)
-        for i in range(self.n):
-            self.set_flat(i, self.init_flat(rng))
+        self.mlp = MLP((self.obs_dim, *self.hidden, self.n_actions), activation="relu")
+        self.num_params = self.mlp.num_params
+        self.theta = torch.from_numpy(np.stack([init_glorot(self.mlp, rng)
+                                                for _ in range(self.n)]))
         self._m = torch.zeros_like(self.theta)
         self._v = torch.zeros_like(self.theta)
         self.steps = np.zeros(self.n, dtype=np.int64)
 
     # -- parameters --------------------------------------------------------------------------
-    def init_flat(self, rng: np.random.Generator) -> np.ndarray:
-        """A fresh flat parameter vector: Glorot-uniform weights, zero biases (Keras)."""
-        parts = []
-        for fan_in, fan_out in zip(self.sizes[:-1], self.sizes[1:]):
-            limit = math.sqrt(6.0 / (fan_in + fan_out))
-            parts.append(rng.uniform(-limit, limit, fan_in * fan_out))
-            parts.append(np.zeros(fan_out))
-        return np.concatenate(parts).astype(np.float32)
-
     def flat(self, i: int) -> np.ndarray:
         """Member ``i``'s parameters as one float32 vector (a copy)."""
         return self.theta[i].numpy().copy()
@@ -149,34 +138,25 @@ class PopulationQNet:
         self.steps[i] = 0
 
     def layers(self, theta: torch.Tensor | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """``[(W, b), ...]`` views of ``theta`` (default the parameters): ``W`` of shape
-        ``(n, fan_in, fan_out)``, ``b`` of shape ``(n, 1, fan_out)``."""
+        """``[(W^T, b), ...]`` views of ``theta`` (default the parameters) such that a layer
+        is ``baddbmm(b, h, W^T)``: ``W^T`` of shape ``(n, in, out)`` (the transpose of the
+        rows' ``W [out, in]``), ``b`` of shape ``(n, 1, out)``."""
         t = self.theta if theta is None else theta
         n = t.shape[0]
-        return [(t[:, w].view(n, fi, fo), t[:, b].view(n, 1, fo))
-                for w, b, fi, fo in self._layout]
+        return [(t[:, w].view(n, o, i).transpose(1, 2), t[:, b].view(n, 1, o))
+                for w, (o, i), b in self.mlp.slices()]
 
-    def member_numpy(self, i: int) -> list[np.ndarray]:
-        """``[W1, b1, W2, b2, ...]`` of member ``i`` as float32 numpy arrays (for acting)."""
-        flat = self.flat(i)
-        out = []
-        for w, b, fi, fo in self._layout:
-            out += [flat[w].reshape(fi, fo), flat[b]]
-        return out
+    def member_numpy(self, i: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Member ``i``'s ``[(W [out, in], b), ...]`` (:meth:`esnb.nets.MLP.layers` of a
+        float32 copy of its row: for acting)."""
+        return self.mlp.layers(self.flat(i))
 
     # -- forward and backward ----------------------------------------------------------------
     def _forward(self, x: torch.Tensor):
         """``x`` (U, d), shared by all members -> (Q of shape (n, U, A), the input of every
-        layer, each of shape (n, U, fan_in))."""
-        h = x.expand(self.n, *x.shape[-2:]) if x.dim() == 2 else x
-        inputs = []
-        layers = self.layers()
-        for k, (w, b) in enumerate(layers):
-            inputs.append(h)
-            h = torch.baddbmm(b, h, w)
-            if k < len(layers) - 1:
-                h = torch.relu(h)
-        return h, inputs
+        layer, each of shape (n, U, in))."""
+        inputs: list[torch.Tensor] = []
+        return torch_mlp.forward(self.mlp, self.theta, x, inputs), inputs
 
     def q_values(self, x: np.ndarray) -> np.ndarray:
         """Q of every member at the rows of ``x`` (U, d): shape (n, U, A)."""
@@ -186,16 +166,17 @@ class PopulationQNet:
 
     def _gradient(self, inputs: list[torch.Tensor], dq: torch.Tensor) -> torch.Tensor:
         """d loss / d theta (n, P) given d loss / d Q (n, U, A) and the layers' inputs."""
-        layers = self.layers()
+        n = self.n
+        weights = [self.theta[:, w].view(n, o, i) for w, (o, i), _b in self.mlp.slices()]
         grads = []
         delta = dq
-        for k in range(len(layers) - 1, -1, -1):
+        for k in range(len(weights) - 1, -1, -1):
             inp = inputs[k]
-            grads.append(delta.sum(dim=1))                                           # bias
-            grads.append(torch.bmm(inp.transpose(1, 2), delta).reshape(self.n, -1))  # weight
+            grads.append(delta.sum(dim=1))                                           # b
+            grads.append(torch.bmm(delta.transpose(1, 2), inp).reshape(n, -1))       # W
             if k > 0:
                 # ReLU: the gradient passes where the activation (this layer's input) is > 0
-                delta = torch.bmm(delta, layers[k][0].transpose(1, 2)) * (inp > 0)
+                delta = torch.bmm(delta, weights[k]) * (inp > 0)
         return torch.cat(grads[::-1], dim=1)
 
     # -- training ----------------------------------------------------------------------------
@@ -277,25 +258,33 @@ class PopulationQNet:
         return {"theta": self.theta.numpy().copy(), "adam_m": self._m.numpy().copy(),
                 "adam_v": self._v.numpy().copy(), "adam_steps": self.steps.copy()}
 
-    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+    def load_state_dict(self, state: dict[str, np.ndarray], weights_in_out: bool = False) -> None:
+        """``weights_in_out``: a state saved before esnb's network family, whose rows hold each
+        weight ``[in, out]``; they are laid out ``[out, in]`` (Adam's moments with them)."""
         shape = tuple(self.theta.shape)
         for k in ("theta", "adam_m", "adam_v"):
             if np.shape(state[k]) != shape:
                 raise ValueError(f"network state {k!r} of shape {np.shape(state[k])}, "
                                  f"expected {shape}")
-        self.theta.copy_(torch.from_numpy(np.asarray(state["theta"], dtype=np.float32)))
-        self._m.copy_(torch.from_numpy(np.asarray(state["adam_m"], dtype=np.float32)))
-        self._v.copy_(torch.from_numpy(np.asarray(state["adam_v"], dtype=np.float32)))
+        order = np.arange(self.num_params)
+        if weights_in_out:
+            order = np.concatenate([part for w, (o, i), b in self.mlp.slices()
+                                    for part in (order[w].reshape(i, o).T.ravel(), order[b])])
+        for k, t in (("theta", self.theta), ("adam_m", self._m), ("adam_v", self._v)):
+            t.copy_(torch.from_numpy(np.asarray(state[k], dtype=np.float32)[:, order]))
         self.steps = np.asarray(state["adam_steps"], dtype=np.int64).copy()
 
 
-def greedy_action(params: list[np.ndarray], x: np.ndarray) -> int:
-    """argmax_a Q(x, a) of one member given its numpy ``[W1, b1, W2, b2, ...]`` (first
-    maximum on ties, as ``argmax``)."""
+def greedy_action(layers: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> int:
+    """argmax_a Q(x, a) of one member given its ``[(W [out, in], b), ...]``
+    (:meth:`PopulationQNet.member_numpy`; first maximum on ties, as ``argmax``).
+
+    One observation at a time, so a loop over the layer views rather than
+    :meth:`esnb.nets.MLP.forward` (a batch API, several times the per-call cost here)."""
     h = x
-    last = len(params) // 2 - 1
-    for layer in range(last + 1):
-        h = h @ params[2 * layer] + params[2 * layer + 1]
-        if layer < last:
+    last = len(layers) - 1
+    for k, (w, b) in enumerate(layers):
+        h = w @ h + b
+        if k < last:
             h = np.maximum(h, 0.0)
     return int(np.argmax(h))
