@@ -187,3 +187,28 @@ def test_actor_needs_finite_bounds_and_cpu_sizes_are_one_argument():
     cfg = TD3Config(**CPU_FRIENDLY)
     assert cfg.actor_hidden == (64, 64) and TD3Config().critic_hidden == (400, 300)
     assert TD3Config.from_dict(cfg.to_dict()) == cfg
+
+
+def test_a_state_saved_with_in_out_weights_loads():
+    """Before the critic was one flat vector its state held each head's weights ``[in, out]``
+    and Adam's steps per tensor: such a state loads laid out ``[out, in]``."""
+    s = spec()
+    cfg = TD3Config(actor_hidden=(16, 16), critic_hidden=(16, 8))
+    a = CriticLearner(s, cfg, seed=5)
+    a.set_target_policy(init_actor(s, np.random.default_rng(0)))
+    a.train(_bandit_batches(np.random.default_rng(0), k=3))
+    new = a.state_dict()
+    sizes, old = (OBS + ACT, 16, 8, 1), dict(new)
+    for k in ("critic", "critic_target", "critic_adam_m", "critic_adam_v"):
+        parts, pos = [], 0
+        for _head in range(2):
+            for i, o in zip(sizes[:-1], sizes[1:]):
+                parts += [new[k][pos:pos + o * i].reshape(o, i).T.ravel(),
+                          new[k][pos + o * i:pos + o * i + o]]
+                pos += o * i + o
+        old[k] = np.concatenate(parts)
+    old["critic_adam_step"] = np.full(12, new["critic_adam_step"][0])
+    b = CriticLearner(s, cfg, seed=9)
+    b.load_state_dict(old)
+    for k, v in b.state_dict().items():
+        assert np.array_equal(v, new[k]), k

@@ -35,21 +35,24 @@ def forward(mlp: MLP, flat: torch.Tensor, x: torch.Tensor,
     ``inputs``, if given, receives every layer's input in order (``x``, expanded to
     ``[n, B, in]`` for a population, then each hidden activation): what a hand-written
     backward needs (EORL's)."""
-    slices = mlp.slices()
-    last = len(slices) - 1
+    shapes = mlp.layer_shapes
+    last = len(shapes) - 1
+    # one split, not a slice per tensor: each slice's backward writes a full-size zero gradient
+    # (measured: TD3's 400-300 critic update ~15% faster)
+    p = flat.split([size for o, i in shapes for size in (o * i, o)], dim=-1)
     if flat.dim() == 1:
-        for k, (w, shape, b) in enumerate(slices):
+        for k, (o, i) in enumerate(shapes):
             if inputs is not None:
                 inputs.append(x)
-            x = activate(F.linear(x, flat[w].view(shape), flat[b]),
+            x = activate(F.linear(x, p[2 * k].view(o, i), p[2 * k + 1]),
                          mlp.activation if k < last else mlp.output, mlp.slope)
         return x
     n = flat.shape[0]
     h = x.expand(n, *x.shape[-2:]) if x.dim() == 2 else x
-    for k, (w, (o, i), b) in enumerate(slices):
+    for k, (o, i) in enumerate(shapes):
         if inputs is not None:
             inputs.append(h)
-        h = torch.baddbmm(flat[:, b].view(n, 1, o), h, flat[:, w].view(n, o, i).transpose(1, 2))
+        h = torch.baddbmm(p[2 * k + 1].view(n, 1, o), h, p[2 * k].view(n, o, i).transpose(1, 2))
         h = activate(h, mlp.activation if k < last else mlp.output, mlp.slope)
     return h
 

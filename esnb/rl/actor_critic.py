@@ -1,11 +1,11 @@
 """IMPALA's actor-critic (Espeholt et al. 2018, arXiv 1802.01561): a policy head and a value
 head over one flat float32 parameter vector, in torch for the learner and numpy for actors.
 
-Layout of the flat vector: the policy MLP (:class:`~esnb.policies.spec.PolicySpec` layout:
-each layer's weight ``[out, in]`` then its bias), the value MLP (same layout, one output),
-then, for continuous actions, one log-std per action dimension (state-independent, as in
-most continuous actor-critics). Actors only need the policy part and the log-stds
-(:meth:`ActorCriticSpec.actor_params`), which is what the learner publishes.
+The flat vector is a :class:`~esnb.nets.Layout` (:attr:`ActorCriticSpec.layout`): the policy
+MLP, the value MLP (one output), then, for continuous actions, one log-std per action
+dimension (state-independent, as in most continuous actor-critics). Actors only need the
+policy part and the log-stds (:attr:`ActorCriticSpec.actor_layout`,
+:meth:`ActorCriticSpec.actor_params`), which is what the learner publishes.
 
 Policies:
 
@@ -24,12 +24,15 @@ only, so actor workers never load torch.
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from esnb.policies.spec import PolicySpec, init_params
+from esnb.nets import Layout, init_normc
+from esnb.nets.mlp import activate
+from esnb.policies.spec import PolicySpec
 
 #: log-stds are clamped to this range (actor and learner alike) so exp() stays finite
 LOG_STD_RANGE = (-5.0, 2.0)
@@ -53,12 +56,10 @@ class ActorCriticSpec:
     policy: PolicySpec
     value: PolicySpec
     init_log_std: float = -0.5
-    _n_pi: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         if self.value.act_dim != 1 or self.value.obs_dim != self.policy.obs_dim:
             raise ValueError("the value MLP must read the policy's observations and output 1")
-        object.__setattr__(self, "_n_pi", self.policy.num_params)
 
     @classmethod
     def for_spaces(cls, observation_space, action_space, hidden=(64, 64),
@@ -85,19 +86,29 @@ class ActorCriticSpec:
     def n_log_std(self) -> int:
         return 0 if self.discrete else self.act_dim
 
+    @functools.cached_property
+    def layout(self) -> Layout:
+        """The learner's vector: ``policy``, ``value`` and ``log_std`` (empty if discrete)."""
+        return Layout([("policy", self.policy.mlp), ("value", self.value.mlp),
+                       ("log_std", self.n_log_std)])
+
+    @functools.cached_property
+    def actor_layout(self) -> Layout:
+        """An actor's vector: ``policy`` and ``log_std``."""
+        return Layout([("policy", self.policy.mlp), ("log_std", self.n_log_std)])
+
     @property
     def num_params(self) -> int:
-        return self.policy.num_params + self.value.num_params + self.n_log_std
+        return self.layout.num_params
 
     def parts(self, flat):
         """``(policy, value, log_std)`` views of a flat vector (numpy or torch)."""
-        n_pi, n_v = self._n_pi, self.value.num_params
-        return flat[:n_pi], flat[n_pi:n_pi + n_v], flat[n_pi + n_v:]
+        return tuple(self.layout.split(flat).values())
 
     def actor_params(self, flat: np.ndarray) -> np.ndarray:
         """What an actor needs (policy MLP + log-stds), as one new float32 vector."""
         pi, _, log_std = self.parts(np.asarray(flat, dtype=np.float32))
-        return np.concatenate([pi, log_std]).astype(np.float32)
+        return self.actor_layout.join(policy=pi, log_std=log_std)
 
     def to_dict(self) -> dict:
         return {"policy": self.policy.to_dict(), "value": self.value.to_dict(),
@@ -107,10 +118,10 @@ class ActorCriticSpec:
 def init_actor_critic(spec: ActorCriticSpec, rng: np.random.Generator) -> np.ndarray:
     """Initial flat parameters: normalised-column init, a near-uniform first policy (output
     layer scaled to 0.01), a unit-scale value output, log-stds at ``init_log_std``."""
-    pi = init_params(spec.policy, rng, out_std=0.01)
-    v = init_params(spec.value, rng, out_std=1.0)
-    log_std = np.full(spec.n_log_std, spec.init_log_std, dtype=np.float32)
-    return np.concatenate([pi, v, log_std]).astype(np.float32)
+    pi = init_normc(spec.policy.mlp, rng, out_std=0.01)
+    v = init_normc(spec.value.mlp, rng, out_std=1.0)
+    return spec.layout.join(policy=pi, value=v,
+                            log_std=np.full(spec.n_log_std, spec.init_log_std))
 
 
 # --------------------------------------------------------------------------------------------
@@ -131,20 +142,20 @@ class NumpyActor:
     def __init__(self, spec: ActorCriticSpec, actor_params: np.ndarray, obs_mean=None,
                  obs_std=None):
         p = np.asarray(actor_params, dtype=np.float32)
-        n_pi = spec.policy.num_params
-        if p.shape != (n_pi + spec.n_log_std,):
-            raise ValueError(f"actor parameters must have shape ({n_pi + spec.n_log_std},), "
-                             f"got {p.shape}")
+        n = spec.actor_layout.num_params
+        if p.shape != (n,):
+            raise ValueError(f"actor parameters must have shape ({n},), got {p.shape}")
         self.spec = spec
+        parts = spec.actor_layout.split(p)
         # transposed weights [in, out] so a batch is x @ W (one np.dot per layer)
-        self._layers = [(np.ascontiguousarray(p[w].reshape(shape).T), p[b].copy())
-                        for w, shape, b in spec.policy.slices()]
-        self._tanh = spec.policy.activation == "tanh"
+        self._layers = [(np.ascontiguousarray(w.T), b.copy())
+                        for w, b in spec.policy.mlp.layers(parts["policy"])]
+        self._activation = spec.policy.activation
         self._mean = None if obs_mean is None else np.asarray(obs_mean, np.float32)
         self._std = None if obs_std is None else np.asarray(obs_std, np.float32)
         self._clip = float(spec.policy.obs_clip)
         if not spec.discrete:
-            log_std = np.clip(p[n_pi:], *LOG_STD_RANGE).astype(np.float64)
+            log_std = np.clip(parts["log_std"], *LOG_STD_RANGE).astype(np.float64)
             self.log_std = log_std
             self.std = np.exp(log_std)
             self._logp_const = -float(log_std.sum()) - spec.act_dim * _HALF_LOG_2PI
@@ -161,10 +172,7 @@ class NumpyActor:
             x = np.dot(x, w)
             x += b
             if k < last:
-                if self._tanh:
-                    np.tanh(x, out=x)
-                else:
-                    np.maximum(x, 0.0, out=x)
+                activate(x, self._activation)
         return x
 
     def sample(self, obs: np.ndarray, rng: np.random.Generator):

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from esnb.envs.obs_stats import ObsStats
+from esnb.nets.torch_mlp import FlatModule, forward
 from esnb.rl.actor_critic import _HALF_LOG_2PI, LOG_STD_RANGE, ActorCriticSpec
 from esnb.rl.unrolls import UnrollBatch
 from esnb.rl.vtrace import vtrace
@@ -39,20 +40,16 @@ OPTIMIZERS = ("adam", "rmsprop")
 REWARD_CLIPPINGS = ("none", "abs_one", "soft_asymmetric")
 
 
-class ActorCritic(nn.Module):
+class ActorCritic(FlatModule):
     """The learner's network: ``forward(obs) -> (policy outputs, values)``.
 
-    ``self.flat`` (layout of :class:`~esnb.rl.actor_critic.ActorCriticSpec`) is the only
+    ``self.flat`` (:attr:`~esnb.rl.actor_critic.ActorCriticSpec.layout`) is the only
     parameter: one optimiser, one checkpoint array, and the actors' vector is a slice of it.
     """
 
     def __init__(self, spec: ActorCriticSpec, flat=None):
-        super().__init__()
+        super().__init__(spec.num_params, flat)
         self.spec = spec
-        data = torch.zeros(spec.num_params, dtype=torch.float32)
-        if flat is not None:
-            data.copy_(torch.as_tensor(np.asarray(flat, dtype=np.float32)))
-        self.flat = nn.Parameter(data)
         self.register_buffer("obs_mean", torch.zeros(spec.obs_dim))
         self.register_buffer("obs_std", torch.ones(spec.obs_dim))
         self.normalise = False
@@ -63,16 +60,6 @@ class ActorCritic(nn.Module):
         self.obs_std.copy_(torch.as_tensor(np.asarray(std, dtype=np.float32)))
         self.normalise = True
 
-    @staticmethod
-    def _mlp(part, pspec, x):
-        act = torch.tanh if pspec.activation == "tanh" else torch.relu
-        layers = pspec.slices()
-        for k, (w, shape, b) in enumerate(layers):
-            x = nn.functional.linear(x, part[w].view(shape), part[b])
-            if k < len(layers) - 1:
-                x = act(x)
-        return x
-
     def forward(self, obs: torch.Tensor):
         """``(logits or Gaussian means [N, act_dim], values [N])`` of ``obs`` ``[N, obs_dim]``."""
         x = obs.to(torch.float32)
@@ -80,7 +67,7 @@ class ActorCritic(nn.Module):
             c = self.spec.policy.obs_clip
             x = torch.clamp((x - self.obs_mean) / self.obs_std, -c, c)
         pi, v, _ = self.spec.parts(self.flat)
-        return self._mlp(pi, self.spec.policy, x), self._mlp(v, self.spec.value, x)[:, 0]
+        return forward(self.spec.policy.mlp, pi, x), forward(self.spec.value.mlp, v, x)[:, 0]
 
     def log_std(self) -> torch.Tensor:
         """Clamped log-stds of a Gaussian policy (as the actors clamp them)."""
@@ -256,7 +243,7 @@ class ImpalaLearner:
     @property
     def flat(self) -> np.ndarray:
         """A copy of the flat parameters."""
-        return self.model.flat.detach().numpy().copy()
+        return self.model.params()
 
     def actor_payload(self) -> dict:
         """What actors need: version, actor parameters, observation normalisation."""
@@ -310,8 +297,7 @@ class ImpalaLearner:
         if flat.shape != (self.spec.num_params,):
             raise ValueError(f"checkpoint has {flat.shape[0]} parameters, this network "
                              f"{self.spec.num_params}")
-        with torch.no_grad():
-            self.model.flat.copy_(torch.from_numpy(flat))
+        self.model.load(flat)
         state = {}
         for k, v in arrays.items():
             if k.startswith("opt_"):

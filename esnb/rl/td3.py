@@ -22,10 +22,9 @@ An actor is one flat float32 vector in :class:`~esnb.policies.spec.PolicySpec` l
 samples, updates and ships one array and rollouts use :class:`~esnb.rl.td3_actor.NumpyTD3Actor`
 (numpy: :mod:`esnb.rl.td3_actor` never imports torch).
 
-CPU sizes: this machine does ~150 TD3 updates/s at 400-300 and ~900/s at 64-64 (batch 100),
-so the demo, tests and benchmarks use :data:`CPU_FRIENDLY` (64-64 actor and critic);
-``actor_hidden=(400, 300), critic_hidden=(400, 300)`` (the default of :class:`TD3Config`) is
-the paper's setting.
+CPU sizes: this machine does ~270 critic updates/s at 400-300 and ~900/s at 64-64 (batch 100),
+so the demo, tests and benchmarks use :data:`CPU_FRIENDLY` (64-64 actor and critic); 400-300
+(the default of :class:`TD3Config`) is the paper's setting.
 """
 
 from __future__ import annotations
@@ -41,8 +40,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from esnb.nets import MLP
+from esnb.nets.torch_mlp import FlatModule, forward
 from esnb.policies.spec import PolicySpec
-from esnb.rl.td3_actor import NumpyTD3Actor, actor_spec, init_actor, transition_spec
+from esnb.rl.td3_actor import NumpyTD3Actor, actor_mlp, actor_spec, init_actor, transition_spec
 from esnb.rl.torch_nets import adam_state, load_adam_state
 
 #: network sizes used by esnb's demo, tests and benchmarks on CPUs (the paper: 400-300)
@@ -117,119 +118,84 @@ class TD3Config:
 
 
 # -- the actor ------------------------------------------------------------------------------
-class TD3Actor(nn.Module):
-    """The actor in torch over one flat parameter vector (``self.flat``)."""
+class TD3Actor(FlatModule):
+    """The actor in torch over one flat parameter vector (``self.flat``):
+    ``mid + half * actor_mlp(obs)``."""
 
     def __init__(self, spec: PolicySpec, flat=None):
-        super().__init__()
+        super().__init__(spec.num_params, flat)
         self.spec = spec
-        data = torch.zeros(spec.num_params, dtype=torch.float32)
-        if flat is not None:
-            data.copy_(torch.as_tensor(np.asarray(flat, dtype=np.float32)))
-        self.flat = nn.Parameter(data)
+        self.mlp = actor_mlp(spec)
         high = torch.tensor(spec.high, dtype=torch.float32)
         low = torch.tensor(spec.low, dtype=torch.float32)
         # "half" would shadow nn.Module.half()
         self.register_buffer("a_mid", (high + low) / 2, persistent=False)
         self.register_buffer("a_half", (high - low) / 2, persistent=False)
-        self._slices = spec.slices()
-
-    def load(self, flat) -> None:
-        with torch.no_grad():
-            self.flat.copy_(torch.as_tensor(np.asarray(flat, dtype=np.float32)))
-
-    def params(self) -> np.ndarray:
-        return self.flat.detach().numpy().copy()
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        x = obs
-        last = len(self._slices) - 1
-        for k, (w, shape, b) in enumerate(self._slices):
-            x = F.linear(x, self.flat[w].view(shape), self.flat[b])
-            x = torch.tanh(x)  # hidden layers and the squashed output alike
-            if k == last:
-                return self.a_mid + self.a_half * x
-        raise AssertionError("unreachable")
+        return self.a_mid + self.a_half * forward(self.mlp, self.flat, obs)
 
 
 # -- the twin critic ------------------------------------------------------------------------
-#: twin critics up to this width run as one batched pair (measured: ~1.3x faster at 64-64, but
-#: slower than two plain matmuls at 400-300)
+#: twin critics up to this width run as one batched pair (measured: a few % faster than the
+#: heads one after the other at 64-64 and 128-128, 5-10% slower at 256-256 and 400-300)
 BATCHED_MAX = 128
 
 
-class TwinCritic(nn.Module):
-    """Two Q-networks ``[s, a] -> 400 -> 300 -> 1`` (leaky ReLU).
+def _init_in_out(mlp: MLP, generator: torch.Generator | None) -> torch.Tensor:
+    """``nn.Linear``'s default init with each weight drawn as an ``[in, out]`` matrix (the
+    order this critic drew in when it stored ``x @ W`` weights: seeded runs keep their
+    numbers), laid out ``[out, in]``."""
+    parts = []
+    for o, i in mlp.layer_shapes:
+        bound = 1.0 / math.sqrt(i)
+        parts.append(((torch.rand(i, o, generator=generator) * 2 - 1) * bound).T.reshape(-1))
+        parts.append((torch.rand(o, generator=generator) * 2 - 1) * bound)
+    return torch.cat(parts)
 
-    Parameters are per head and layer (``weight [in, out]``, ``bias [out]``, Q1's layers then
-    Q2's). Small critics (width <= :data:`BATCHED_MAX`) stack both heads and cost one
-    ``baddbmm`` per layer instead of two small matmuls (they are launch-bound on CPU); wider
-    ones run the heads one after the other.
+
+class TwinCritic(nn.Module):
+    """Two Q-networks ``[s, a] -> 400 -> 300 -> 1`` (leaky ReLU): a population of two of one
+    :class:`~esnb.nets.MLP` (``self.mlp``), Q1's flat vector then Q2's in one
+    :class:`~esnb.nets.FlatModule` (``self.pair``).
+
+    Small critics (width <= :data:`BATCHED_MAX`) run the pair as a population (one
+    ``baddbmm`` per layer instead of two small matmuls: they are launch-bound on CPU); wider
+    ones run the heads one after the other. The initial weights are drawn from ``generator``
+    (torch's global one if None) unless ``flat`` is given.
     """
 
     def __init__(self, obs_dim: int, act_dim: int, hidden=(400, 300), slope: float = 0.01,
-                 generator: torch.Generator | None = None):
+                 generator: torch.Generator | None = None, flat=None):
         super().__init__()
-        sizes = (obs_dim + act_dim, *hidden, 1)
-        self.sizes = sizes
-        self.slope = float(slope)
-        self.n_layers = len(sizes) - 1
-        self.batched = max(sizes[1:-1]) <= BATCHED_MAX
-        params = []
-        for _head in range(2):
-            for i, o in zip(sizes[:-1], sizes[1:]):
-                bound = 1.0 / math.sqrt(i)  # nn.Linear's default init
-                params.append(nn.Parameter((torch.rand(i, o, generator=generator) * 2 - 1)
-                                           * bound))
-                params.append(nn.Parameter((torch.rand(o, generator=generator) * 2 - 1) * bound))
-        self.params = nn.ParameterList(params)
+        self.mlp = MLP((obs_dim + act_dim, *hidden, 1), activation="leaky_relu", slope=slope)
+        self.batched = max(self.mlp.sizes[1:-1]) <= BATCHED_MAX
+        if flat is None:
+            flat = torch.cat([_init_in_out(self.mlp, generator) for _head in range(2)])
+        self.pair = FlatModule(2 * self.mlp.num_params, flat)
 
-    def _layer(self, head: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        j = 2 * (head * self.n_layers + k)
-        return self.params[j], self.params[j + 1]
+    def heads(self) -> torch.Tensor:
+        """The parameters as ``[2, P]`` (a view: row 0 is Q1, row 1 is Q2)."""
+        return self.pair.flat.view(2, self.mlp.num_params)
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """Both Q values, ``[2, B]``."""
         x = torch.cat([obs, action], dim=-1)
-        if not self.batched:
-            return torch.stack([self._head(x, 0), self._head(x, 1)])
-        x = x.unsqueeze(0).expand(2, -1, -1)
-        for k in range(self.n_layers):
-            (w0, b0), (w1, b1) = self._layer(0, k), self._layer(1, k)
-            x = torch.baddbmm(torch.stack([b0, b1]).unsqueeze(1), x, torch.stack([w0, w1]))
-            if k < self.n_layers - 1:
-                x = F.leaky_relu(x, self.slope)
-        return x.squeeze(-1)
-
-    def _head(self, x: torch.Tensor, head: int) -> torch.Tensor:
-        for k in range(self.n_layers):
-            w, b = self._layer(head, k)
-            x = torch.addmm(b, x, w)
-            if k < self.n_layers - 1:
-                x = F.leaky_relu(x, self.slope)
-        return x.squeeze(-1)
+        w = self.heads()
+        if self.batched:
+            return forward(self.mlp, w, x).squeeze(-1)
+        q1, q2 = w.unbind()  # one [2, P] gradient for both heads
+        return torch.stack([forward(self.mlp, q1, x), forward(self.mlp, q2, x)]).squeeze(-1)
 
     def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """The first critic only, ``[B]`` (what the actor ascends)."""
-        return self._head(torch.cat([obs, action], dim=-1), 0)
-
-    @property
-    def num_params(self) -> int:
-        return sum(p.numel() for p in self.parameters())
+        return forward(self.mlp, self.heads()[0], torch.cat([obs, action], dim=-1)).squeeze(-1)
 
     def flat(self) -> np.ndarray:
-        with torch.no_grad():
-            return torch.cat([p.reshape(-1) for p in self.parameters()]).numpy().copy()
+        return self.pair.params()
 
     def load_flat(self, flat) -> None:
-        flat = torch.as_tensor(np.asarray(flat, dtype=np.float32)).reshape(-1)
-        if flat.numel() != self.num_params:
-            raise ValueError(f"expected {self.num_params} critic parameters, got {flat.numel()}")
-        pos = 0
-        with torch.no_grad():
-            for p in self.parameters():
-                p.copy_(flat[pos:pos + p.numel()].view_as(p))
-                pos += p.numel()
+        self.pair.load(flat)
 
 
 def _tensors(batch: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
@@ -363,11 +329,22 @@ class CriticLearner:
                 "critic_rng": self.generator.get_state().numpy().copy()}
 
     def load_state_dict(self, state: Mapping[str, np.ndarray]) -> None:
-        self.critic.load_flat(state["critic"])
-        self.target.load_flat(state["critic_target"])
-        load_adam_state(self.opt, self.critic, {"m": state["critic_adam_m"],
-                                                "v": state["critic_adam_v"],
-                                                "step": state["critic_adam_step"]})
+        """A state saved before the critic was one flat vector (Adam's steps per tensor) holds
+        each weight ``[in, out]``: it is laid out ``[out, in]``, its moments with it."""
+        steps = np.asarray(state["critic_adam_step"], dtype=np.float64).ravel()
+        mlp = self.critic.mlp
+        order = np.arange(2 * mlp.num_params)
+        if steps.size > 1:  # every tensor took every step
+            head = order[:mlp.num_params]
+            head = np.concatenate([part for w, (o, i), b in mlp.slices()
+                                   for part in (head[w].reshape(i, o).T.ravel(), head[b])])
+            order, steps = np.concatenate([head, head + mlp.num_params]), steps.max(keepdims=True)
+        flat = {k: np.asarray(state[k], dtype=np.float32).ravel()[order]
+                for k in ("critic", "critic_target", "critic_adam_m", "critic_adam_v")}
+        self.critic.load_flat(flat["critic"])
+        self.target.load_flat(flat["critic_target"])
+        load_adam_state(self.opt, self.critic, {"m": flat["critic_adam_m"],
+                                                "v": flat["critic_adam_v"], "step": steps})
         self.target_actor.load(state["target_policy"])
         self.updates, self.version = (int(x) for x in state["critic_counters"])
         self.generator.set_state(torch.as_tensor(np.asarray(state["critic_rng"],
@@ -376,8 +353,8 @@ class CriticLearner:
 
 def critic_from_flat(spec: PolicySpec, config: TD3Config, flat) -> TwinCritic:
     """A frozen :class:`TwinCritic` holding published weights (for actor training)."""
-    critic = TwinCritic(spec.obs_dim, spec.act_dim, config.critic_hidden, config.leaky_slope)
-    critic.load_flat(flat)
+    critic = TwinCritic(spec.obs_dim, spec.act_dim, config.critic_hidden, config.leaky_slope,
+                        flat=flat)
     critic.requires_grad_(False)
     return critic
 
@@ -404,28 +381,20 @@ def train_actor(spec: PolicySpec, config: TD3Config, actor_flat, critic: TwinCri
     """
     actor = TD3Actor(spec, actor_flat)
     opt = torch.optim.Adam(actor.parameters(), lr=config.actor_lr)
-    done = 0
-    first = last = float("nan")
+    losses = []
     for chunk in obs_batches:
-        chunk = torch.as_tensor(np.asarray(chunk, dtype=np.float32))
-        for j in range(len(chunk)):
-            if done >= steps:
-                break
-            obs = chunk[j]
+        for obs in torch.as_tensor(np.asarray(chunk, dtype=np.float32))[:steps - len(losses)]:
             loss = -critic.q1(obs, actor(obs)).mean()
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            done += 1
-            if done == 1:
-                first = float(loss.detach())
-        if done >= steps:
+            losses.append(loss.detach())
+        if len(losses) >= steps:
             break
-    if done:
-        last = float(loss.detach())
-    return actor.params(), {"steps": done, "actor_loss_first": first, "actor_loss_last": last}
-
+    first, last = (float(losses[0]), float(losses[-1])) if losses else (np.nan, np.nan)
+    return actor.params(), {"steps": len(losses), "actor_loss_first": first,
+                            "actor_loss_last": last}
 
 __all__ = ["CPU_FRIENDLY", "CriticLearner", "NumpyTD3Actor", "TD3Actor", "TD3Config",
-           "TwinCritic", "actor_spec", "critic_from_flat", "init_actor", "train_actor",
-           "transition_spec"]
+           "TwinCritic", "actor_mlp", "actor_spec", "critic_from_flat", "init_actor",
+           "train_actor", "transition_spec"]

@@ -1,6 +1,10 @@
 """The TD3 actor's numpy side (no torch): layout, initialisation, the rollout forward pass,
 and the replay's transition fields. :mod:`esnb.rl.td3` has the torch side.
 
+The actor is an :class:`~esnb.nets.MLP` with a tanh output (:func:`actor_mlp`) whose values are
+then mapped into the bounds, ``mid + half * tanh(...)``; its flat vector is laid out as the
+MLP's (and as its :class:`~esnb.policies.spec.PolicySpec`'s, which carries the bounds).
+
 Pourchot and Sigaud 2019 (CEM-RL) / Lee et al. 2020 (AES-RL): the actor is a tanh MLP whose
 output is squashed by tanh into the action bounds; CEM-RL's initial mean is a torch
 ``nn.Linear``-initialised actor.
@@ -8,10 +12,9 @@ output is squashed by tanh into the action bounds; CEM-RL's initial mean is a to
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from esnb.nets import MLP, init_fan_in
 from esnb.policies.numpy_mlp import NumpyPolicy
 from esnb.policies.spec import PolicySpec
 
@@ -35,21 +38,23 @@ def actor_spec(obs_dim: int, act_dim: int, low, high, hidden=(400, 300)) -> Poli
                       discrete=False, low=low, high=high)
 
 
+def actor_mlp(spec: PolicySpec) -> MLP:
+    """The actor's network: the spec's MLP with a tanh output (before the affine squash)."""
+    return MLP(spec.sizes, activation=spec.activation, output="tanh")
+
+
 def init_actor(spec: PolicySpec, rng: np.random.Generator) -> np.ndarray:
     """Flat parameters as torch's ``nn.Linear`` default draws them: weights and biases
     ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))`` (CEM-RL's initial mean is such an actor)."""
-    flat = np.empty(spec.num_params, dtype=np.float32)
-    for w, (o, i), b in spec.slices():
-        bound = 1.0 / math.sqrt(i)
-        flat[w] = rng.uniform(-bound, bound, size=o * i)
-        flat[b] = rng.uniform(-bound, bound, size=o)
-    return flat
+    return init_fan_in(spec.mlp, rng)
 
 
 class NumpyTD3Actor:
     """The actor's forward pass in numpy for rollouts: ``mid + half * tanh(mlp(obs))``.
 
-    ``act(obs)`` returns a new array each call (callers add exploration noise to it).
+    One observation at a time on ES's compiled fast path (:class:`NumpyPolicy` over the spec's
+    linear-output MLP, then tanh and the squash). ``act(obs)`` returns a new array each call
+    (callers add exploration noise to it).
     """
 
     def __init__(self, spec: PolicySpec, flat: np.ndarray):
