@@ -17,11 +17,9 @@ from esnb.rl.nets import (
     dpg_q,
     dqn_td_errors,
     q_values,
-    split_dpg_params,
-    unflatten,
 )
 from esnb.rl.nstep import NStepBuilder, apex_schedule
-from esnb.rl.torch_nets import DPGActor, DPGCritic, QNetwork, flat_params
+from esnb.rl.torch_nets import DPGActor, DPGCritic, QNetwork
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -101,9 +99,9 @@ def test_numpy_q_values_match_torch(dueling):
     spec = QNetSpec(5, 3, (16, 8), dueling=dueling)
     net = QNetwork(spec, torch.Generator().manual_seed(0))
     obs = np.random.default_rng(0).standard_normal((7, 5)).astype(np.float32)
-    flat = flat_params(net)
+    flat = net.params()
     assert flat.size == spec.num_params
-    np.testing.assert_allclose(q_values(spec, unflatten(flat, spec.shapes()), obs),
+    np.testing.assert_allclose(q_values(spec, flat, obs),
                                net(torch.from_numpy(obs)).detach().numpy(), atol=1e-5)
     if dueling:  # Q = V + A - mean(A): the advantages of a state average to zero
         with torch.no_grad():
@@ -115,14 +113,13 @@ def test_numpy_dpg_matches_torch_and_respects_bounds():
     spec = DPGSpec(3, 2, (-1.0, -3.0), (1.0, 2.0), (12, 10), (14, 9))
     gen = torch.Generator().manual_seed(1)
     actor, critic = DPGActor(spec, gen), DPGCritic(spec, gen)
-    flat = np.concatenate([flat_params(actor), flat_params(critic)])
-    a_np, c_np = split_dpg_params(spec, flat)
+    flat = np.concatenate([actor.params(), critic.params()])
     obs = np.random.default_rng(1).standard_normal((6, 3)).astype(np.float32) * 50
     with torch.no_grad():
         a_t = actor(torch.from_numpy(obs)).numpy()
         q_t = critic(torch.from_numpy(obs), torch.from_numpy(a_t)).numpy()
-    np.testing.assert_allclose(dpg_action(spec, a_np, obs), a_t, atol=1e-5)
-    np.testing.assert_allclose(dpg_q(spec, c_np, obs, a_t), q_t, atol=1e-5)
+    np.testing.assert_allclose(dpg_action(spec, flat, obs), a_t, atol=1e-5)
+    np.testing.assert_allclose(dpg_q(spec, flat, obs, a_t), q_t, atol=1e-5)
     assert np.all(a_t >= [-1, -3]) and np.all(a_t <= [1, 2])
     with pytest.raises(ValueError, match="finite action bounds"):
         DPGSpec(3, 1, (-np.inf,), (1.0,))
@@ -148,8 +145,7 @@ def test_dqn_td_errors_are_double_q_nstep_targets():
             p.mul_(1.5)
     rng = np.random.default_rng(0)
     b = cartpole_batch(32, rng)
-    online = unflatten(flat_params(learner.online), spec.shapes())
-    target = unflatten(flat_params(learner.target), spec.shapes())
+    online, target = learner.online.params(), learner.target.params()
     q = q_values(spec, online, b["obs"])[np.arange(32), b["action"]]
     a_next = q_values(spec, online, b["next_obs"]).argmax(axis=1)  # chosen by the online net
     q_next = q_values(spec, target, b["next_obs"])[np.arange(32), a_next]  # valued by target
@@ -187,6 +183,25 @@ def test_dqn_target_period_weights_and_state_round_trip():
     np.testing.assert_array_equal(a.params(), c.params())
 
 
+def test_learner_state_with_an_optimizer_step_per_layer_loads():
+    """Before the networks were one flat parameter, the optimizer state counted its steps per
+    layer tensor; the moments were laid out as the flat vector is, so such a state loads."""
+    spec = QNetSpec(4, 2, (16, 16))
+    b = cartpole_batch(64, np.random.default_rng(4))
+    a = DQNLearner(spec, seed=0)
+    for _ in range(3):
+        a.update(b, np.ones(64))
+    meta, arrays = a.state_dict()
+    assert arrays["opt.step"].tolist() == [3.0]
+    per_layer = dict(arrays, **{"opt.step": np.full(8, 3.0)})  # torso 2x2, value 2, advantage 2
+    c = DQNLearner(spec, seed=9)
+    c.load_state_dict(meta, per_layer)
+    for _ in range(2):
+        np.testing.assert_array_equal(a.update(b, np.ones(64))[0], c.update(b, np.ones(64))[0])
+    with pytest.raises(ValueError, match="does not fit"):  # counts that disagree do not
+        DQNLearner(spec).load_state_dict(meta, dict(arrays, **{"opt.step": np.arange(8.0)}))
+
+
 def test_dpg_learner_improves_its_critic_and_clips_the_actor_gradient():
     spec = DPGSpec(4, 1, (-2.0,), (2.0,), (32, 32), (32, 32))
     learner = DPGLearner(spec, seed=0, actor_lr=1e-3, critic_lr=1e-3, target_period=100)
@@ -217,7 +232,7 @@ def test_actor_group_builds_keyed_nstep_transitions_on_cartpole():
     cfg = ActorConfig("CartPole-v1", "dqn", spec, num_actors=6, n_step=3, gamma=0.9)
     g = ActorGroup(cfg, [1, 4], seed=0)
     np.testing.assert_allclose(g.exploration, apex_schedule(6, 0.4, 7)[[1, 4]])
-    g.set_params(flat_params(QNetwork(spec, torch.Generator().manual_seed(0))), 3)
+    g.set_params(QNetwork(spec, torch.Generator().manual_seed(0)).params(), 3)
     g.step(300)
     assert g.env_steps == 600
     episodes = g.drain_episodes()

@@ -89,3 +89,29 @@ def test_forward_hands_out_every_layers_input():
         first = MLP((4, 6), activation="relu", output="relu")
         w = flat[..., :first.num_params]
         assert torch.allclose(inputs[1], torch_mlp.forward(first, w, x), atol=1e-6)
+
+
+def test_a_layout_split_once_feeds_forward():
+    """``torch_mlp.split`` takes every part's tensors with one split; ``forward`` on an MLP
+    part's tensors is ``forward`` on its vector, gradient included (Ape-X's dueling network
+    and DPG critic)."""
+    a, b = MLP((4, 6, 3), activation="relu"), MLP((3, 2), output="tanh")
+    layout = Layout([("a", a), ("log_std", 2), ("b", b)])
+    rng = np.random.default_rng(3)
+    values = np.concatenate([init_fan_in(a, rng), np.ones(2, np.float32), init_fan_in(b, rng)])
+    flat = torch.from_numpy(values).requires_grad_()
+    x = torch.from_numpy(rng.standard_normal((5, 4)).astype(np.float32))
+    parts, views = torch_mlp.split(layout, flat), layout.split(flat)
+    assert [len(parts[n]) for n in ("a", "log_std", "b")] == [4, 1, 2]
+    assert torch.equal(parts["log_std"][0], views["log_std"])
+    out = torch_mlp.forward(b, parts["b"], torch_mlp.forward(a, parts["a"], x))
+    ref = torch_mlp.forward(b, views["b"], torch_mlp.forward(a, views["a"], x))
+    assert torch.equal(out, ref)
+    (grad,), (grad_ref,) = (torch.autograd.grad(y.sum(), flat) for y in (out, ref))
+    assert torch.equal(grad, grad_ref)
+    assert torch.all(grad[a.num_params:a.num_params + 2] == 0) and grad.abs().sum() > 0
+    pop = torch.stack([flat.detach(), 0.5 * flat.detach()])  # a population splits on its rows
+    got = torch_mlp.forward(a, torch_mlp.split(layout, pop)["a"], x)
+    assert got.shape == (2, 5, 3)
+    for k in range(2):
+        assert torch.allclose(got[k], torch_mlp.forward(a, pop[k, :a.num_params], x), atol=1e-6)

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from esnb.nets.layout import Layout
 from esnb.nets.mlp import MLP
 
 
@@ -27,10 +28,30 @@ def activate(h: torch.Tensor, kind: str, slope: float = 0.01) -> torch.Tensor:
     return h
 
 
-def forward(mlp: MLP, flat: torch.Tensor, x: torch.Tensor,
+def _sizes(part: MLP | int) -> list[int]:
+    return ([size for o, i in part.layer_shapes for size in (o * i, o)]
+            if isinstance(part, MLP) else [int(part)])
+
+
+def split(layout: Layout, flat: torch.Tensor) -> dict[str, tuple[torch.Tensor, ...]]:
+    """Every part of ``flat`` (``[..., P]``) as its tensors, with one split: an MLP part as
+    ``(W0, b0, W1, b1, ...)`` (weights flat), which :func:`forward` takes in place of the
+    part's vector; a plain part as a 1-tuple. A split per part and then one per layer would
+    copy the gradient twice in backward (Ape-X DPG's critic update: ~2% slower)."""
+    per_part = [_sizes(part) for _, part in layout.parts]
+    pieces = flat.split([size for sizes in per_part for size in sizes], dim=-1)
+    out, pos = {}, 0
+    for (name, _), sizes in zip(layout.parts, per_part):
+        out[name] = pieces[pos:pos + len(sizes)]
+        pos += len(sizes)
+    return out
+
+
+def forward(mlp: MLP, flat: torch.Tensor | tuple, x: torch.Tensor,
             inputs: list | None = None) -> torch.Tensor:
     """Outputs of ``x``: ``[B, out]`` for a flat ``[P]``; ``[n, B, out]`` for ``[n, P]``
-    (``x`` of shape ``[B, in]`` is shared by the members, or ``[n, B, in]``).
+    (``x`` of shape ``[B, in]`` is shared by the members, or ``[n, B, in]``). ``flat`` may
+    also be the MLP's tensors from :func:`split`.
 
     ``inputs``, if given, receives every layer's input in order (``x``, expanded to
     ``[n, B, in]`` for a population, then each hidden activation): what a hand-written
@@ -39,15 +60,15 @@ def forward(mlp: MLP, flat: torch.Tensor, x: torch.Tensor,
     last = len(shapes) - 1
     # one split, not a slice per tensor: each slice's backward writes a full-size zero gradient
     # (measured: TD3's 400-300 critic update ~15% faster)
-    p = flat.split([size for o, i in shapes for size in (o * i, o)], dim=-1)
-    if flat.dim() == 1:
+    p = flat if isinstance(flat, tuple) else flat.split(_sizes(mlp), dim=-1)
+    if p[0].dim() == 1:
         for k, (o, i) in enumerate(shapes):
             if inputs is not None:
                 inputs.append(x)
             x = activate(F.linear(x, p[2 * k].view(o, i), p[2 * k + 1]),
                          mlp.activation if k < last else mlp.output, mlp.slope)
         return x
-    n = flat.shape[0]
+    n = p[0].shape[0]
     h = x.expand(n, *x.shape[-2:]) if x.dim() == 2 else x
     for k, (o, i) in enumerate(shapes):
         if inputs is not None:

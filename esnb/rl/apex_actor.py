@@ -28,8 +28,7 @@ from esnb.rl.nets import (
     dpg_td_errors,
     dqn_td_errors,
     q_values,
-    split_dpg_params,
-    unflatten,
+    unpack,
 )
 from esnb.rl.nstep import NStepBuilder, apex_schedule
 
@@ -136,12 +135,8 @@ class ActorGroup:
         self.exploration = apex_schedule(self.cfg.num_actors, base, alpha)[self.actor_ids]
 
     def set_params(self, flat: np.ndarray, version: int) -> None:
-        """Load the learner's published parameters."""
-        flat = np.asarray(flat, dtype=np.float32)
-        if self.cfg.variant == "dqn":
-            self._params = unflatten(flat.copy(), self.cfg.net.shapes())
-        else:
-            self._params = split_dpg_params(self.cfg.net, flat.copy())
+        """Load the learner's published parameters (unpacked once: every step reads them)."""
+        self._params = unpack(self.cfg.net, np.array(flat, dtype=np.float32))
         self.params_version = int(version)
 
     def set_sequence_start(self, marks) -> None:
@@ -196,7 +191,7 @@ class ActorGroup:
         if self._params is None:
             return self.rng.uniform(self._low, self._high, size=(self.k, len(self._low))
                                     ).astype(np.float32)
-        a = dpg_action(cfg.net, self._params[0], self.obs)
+        a = dpg_action(cfg.net, self._params, self.obs)
         noise = self.rng.standard_normal(a.shape).astype(np.float32)
         a = a + noise * (self.exploration[:, None] * self._half).astype(np.float32)
         return np.clip(a, self._low, self._high)
@@ -263,7 +258,7 @@ class ActorGroup:
         elif self.cfg.variant == "dqn":
             td = dqn_td_errors(self.cfg.net, self._params, batch)
         else:
-            td = dpg_td_errors(self.cfg.net, self._params[0], self._params[1], batch)
+            td = dpg_td_errors(self.cfg.net, self._params, batch)
         priorities = np.abs(td) + self.cfg.priority_eps
         priorities[~np.isfinite(priorities)] = 1.0
         return batch, priorities, keys
@@ -281,11 +276,10 @@ class ActorGroup:
 def greedy_policy(net: QNetSpec | DPGSpec, flat: np.ndarray):
     """``act(obs_batch) -> actions``: greedy (DQN) or noise-free (DPG) actions of the
     published parameters ``flat``."""
+    params = unpack(net, flat)
     if isinstance(net, QNetSpec):
-        params = unflatten(np.asarray(flat, np.float32), net.shapes())
         return lambda obs: q_values(net, params, obs).argmax(axis=1)
-    actor = split_dpg_params(net, flat)[0]
-    return lambda obs: dpg_action(net, actor, obs)
+    return lambda obs: dpg_action(net, params, obs)
 
 
 def greedy_returns(cfg: ActorConfig, flat: np.ndarray, env: FastEnv, seeds) -> np.ndarray:

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from esnb.rl.nets import DPGSpec, dpg_td_errors, split_dpg_params  # noqa: F401 (re-exported)
+from esnb.rl.nets import DPGSpec, dpg_td_errors  # noqa: F401 (re-exported)
 from esnb.rl.optim import load_optimizer_arrays, optimizer_arrays, set_lr
-from esnb.rl.torch_nets import DPGActor, DPGCritic, flat_params, load_flat
+from esnb.rl.torch_nets import DPGActor, DPGCritic
 
 
 class DPGLearner:
@@ -56,8 +56,8 @@ class DPGLearner:
         self.critic = DPGCritic(spec, gen)
         self.actor_target = DPGActor(spec, gen)
         self.critic_target = DPGCritic(spec, gen)
-        self.actor_target.load_state_dict(self.actor.state_dict())
-        self.critic_target.load_state_dict(self.critic.state_dict())
+        self.actor_target.load(self.actor.params())
+        self.critic_target.load(self.critic.params())
         self.actor_target.requires_grad_(False)
         self.critic_target.requires_grad_(False)
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=actor_lr, fused=True)
@@ -72,7 +72,7 @@ class DPGLearner:
 
     def params(self) -> np.ndarray:
         """``[actor | critic]`` as one float32 vector (actors need both for priorities)."""
-        return np.concatenate([flat_params(self.actor), flat_params(self.critic)])
+        return np.concatenate([self.actor.params(), self.critic.params()])
 
     def act(self, obs) -> np.ndarray:
         with torch.no_grad():
@@ -122,8 +122,8 @@ class DPGLearner:
         self.steps += 1
         copied = False
         if self.steps - self.last_target_copy >= self.target_period:
-            self.actor_target.load_state_dict(self.actor.state_dict())
-            self.critic_target.load_state_dict(self.critic.state_dict())
+            self.actor_target.load(self.actor.params())
+            self.critic_target.load(self.critic.params())
             self.last_target_copy = self.steps
             copied = True
         return td.detach().numpy().astype(np.float64), {
@@ -132,9 +132,9 @@ class DPGLearner:
 
     # -- checkpoints -------------------------------------------------------------------------
     def state_dict(self) -> tuple[dict, dict[str, np.ndarray]]:
-        arrays = {"actor": flat_params(self.actor), "critic": flat_params(self.critic),
-                  "actor_target": flat_params(self.actor_target),
-                  "critic_target": flat_params(self.critic_target),
+        arrays = {"actor": self.actor.params(), "critic": self.critic.params(),
+                  "actor_target": self.actor_target.params(),
+                  "critic_target": self.critic_target.params(),
                   **optimizer_arrays(self.actor_opt, self.actor, "actor_opt."),
                   **optimizer_arrays(self.critic_opt, self.critic, "critic_opt.")}
         meta = {"steps": self.steps, "last_target_copy": self.last_target_copy,
@@ -144,7 +144,7 @@ class DPGLearner:
 
     def load_state_dict(self, meta: dict, arrays: dict[str, np.ndarray]) -> None:
         for name in ("actor", "critic", "actor_target", "critic_target"):
-            load_flat(getattr(self, name), arrays[name])
+            getattr(self, name).load(arrays[name])
         load_optimizer_arrays(self.actor_opt, self.actor, arrays, "actor_opt.")
         load_optimizer_arrays(self.critic_opt, self.critic, arrays, "critic_opt.")
         self.steps = int(meta["steps"])

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 from esnb.rl.nets import QNetSpec, dqn_td_errors, transition_spec  # noqa: F401 (re-exported)
 from esnb.rl.optim import CenteredRMSprop, load_optimizer_arrays, optimizer_arrays, set_lr
-from esnb.rl.torch_nets import QNetwork, flat_params, load_flat
+from esnb.rl.torch_nets import QNetwork
 
 LOSSES = ("huber", "mse")
 OPTIMIZERS = ("adam", "rmsprop_centered")
@@ -84,7 +84,7 @@ class DQNLearner:
         gen = torch.Generator().manual_seed(int(seed))
         self.online = QNetwork(spec, gen)
         self.target = QNetwork(spec, gen)
-        self.target.load_state_dict(self.online.state_dict())
+        self.target.load(self.online.params())
         self.target.requires_grad_(False)
         self.opt = make_optimizer(optimizer, self.online.parameters(), lr)
         self.optimizer = optimizer
@@ -98,7 +98,7 @@ class DQNLearner:
 
     def params(self) -> np.ndarray:
         """The online network as one float32 vector (what actors load)."""
-        return flat_params(self.online)
+        return self.online.params()
 
     def q(self, obs) -> np.ndarray:
         with torch.no_grad():
@@ -156,7 +156,7 @@ class DQNLearner:
         self.steps += 1
         copied = False
         if self.steps - self.last_target_copy >= self.target_period:
-            self.target.load_state_dict(self.online.state_dict())
+            self.target.load(self.online.params())
             self.last_target_copy = self.steps
             copied = True
         return td.detach().numpy().astype(np.float64), {
@@ -165,7 +165,7 @@ class DQNLearner:
 
     # -- checkpoints -------------------------------------------------------------------------
     def state_dict(self) -> tuple[dict, dict[str, np.ndarray]]:
-        arrays = {"online": flat_params(self.online), "target": flat_params(self.target),
+        arrays = {"online": self.online.params(), "target": self.target.params(),
                   **optimizer_arrays(self.opt, self.online, "opt.")}
         meta = {"steps": self.steps, "last_target_copy": self.last_target_copy,
                 "lr": self.lr, "target_period": self.target_period,
@@ -176,8 +176,8 @@ class DQNLearner:
         if meta.get("optimizer", "adam") != self.optimizer:
             raise ValueError(f"the state is of a {meta.get('optimizer')} learner, this one "
                              f"uses {self.optimizer}")
-        load_flat(self.online, arrays["online"])
-        load_flat(self.target, arrays["target"])
+        self.online.load(arrays["online"])
+        self.target.load(arrays["target"])
         load_optimizer_arrays(self.opt, self.online, arrays, "opt.")
         self.steps = int(meta["steps"])
         self.last_target_copy = int(meta["last_target_copy"])

@@ -1,10 +1,7 @@
 """Networks of Ape-X (Horgan et al. 2018): a dueling Q-network (DQN) and the DPG actor and
-critic, in torch for the learner and in numpy for the actors.
-
-Each network is described by a frozen spec whose :meth:`shapes` fixes the order and shapes of
-its parameters. The torch module registers its parameters in that order, so
-``flat_params(module)`` is one float32 vector that the numpy forward functions read back with
-:func:`unflatten`: actors never import torch, and one vector is what the learner publishes.
+critic, as :class:`~esnb.nets.Layout` s of :class:`~esnb.nets.MLP` s over one flat float32
+vector: the learner's torch modules (:mod:`esnb.rl.torch_nets`) differentiate it, actors read
+it back in numpy (no torch), and it is what the learner publishes and checkpoints.
 
 Dueling architecture: Wang et al. 2016, "Dueling Network Architectures for Deep RL":
 ``Q(s, a) = V(s) + A(s, a) - mean_a A(s, a)``.
@@ -13,8 +10,12 @@ Dueling architecture: Wang et al. 2016, "Dueling Network Architectures for Deep 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
+
+from esnb.nets import MLP, Layout
+from esnb.nets.mlp import activate
 
 ACTIVATIONS = ("relu", "tanh")
 
@@ -53,21 +54,19 @@ class QNetSpec:
         object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
         _check_sizes("QNetSpec", self.obs_dim, self.n_actions, self.hidden, self.activation)
 
-    def shapes(self) -> list[tuple[int, ...]]:
-        sizes = (self.obs_dim, *self.hidden)
-        out = []
-        for i, o in zip(sizes[:-1], sizes[1:], strict=True):
-            out += [(o, i), (o,)]
-        last = sizes[-1]
-        if self.dueling:
-            out += [(1, last), (1,), (self.n_actions, last), (self.n_actions,)]
-        else:
-            out += [(self.n_actions, last), (self.n_actions,)]
-        return out
+    @cached_property
+    def layout(self) -> Layout:
+        """``torso`` (every hidden layer followed by the activation), then the linear heads
+        on its output: ``value`` (1) and ``advantage`` (``n_actions``), or one ``head``."""
+        torso = MLP((self.obs_dim, *self.hidden), self.activation, output=self.activation)
+        last = self.hidden[-1]
+        heads = ([("value", MLP((last, 1))), ("advantage", MLP((last, self.n_actions)))]
+                 if self.dueling else [("head", MLP((last, self.n_actions)))])
+        return Layout([("torso", torso), *heads])
 
     @property
     def num_params(self) -> int:
-        return sum(int(np.prod(s)) for s in self.shapes())
+        return self.layout.num_params
 
     def to_dict(self) -> dict:
         return {"obs_dim": self.obs_dim, "n_actions": self.n_actions,
@@ -116,24 +115,25 @@ class DPGSpec:
             raise ValueError(f"DPG needs finite action bounds with high > low, got {self.low}, "
                              f"{self.high}")
 
-    def actor_shapes(self) -> list[tuple[int, ...]]:
-        sizes = (self.obs_dim, *self.actor_hidden, self.act_dim)
-        out = []
-        for i, o in zip(sizes[:-1], sizes[1:], strict=True):
-            out += [(o, i), (o,)]
-        return out
+    @cached_property
+    def layout(self) -> Layout:
+        """The published vector ``[actor | critic]``: the ``actor`` (tanh hidden layers and
+        output, before the squash into the bounds), then the critic's two pieces:
+        ``critic_in`` (the observation's tanh layer) and ``critic_out`` (``[h1, action]`` ->
+        tanh -> ``q``)."""
+        actor = MLP((self.obs_dim, *self.actor_hidden, self.act_dim), "tanh", output="tanh")
+        return Layout([("actor", actor), *self.critic_layout.parts])
 
-    def critic_shapes(self) -> list[tuple[int, ...]]:
+    @cached_property
+    def critic_layout(self) -> Layout:
+        """The critic's own vector (its part of :attr:`layout`)."""
         h1, h2 = self.critic_hidden
-        return [(h1, self.obs_dim), (h1,), (h2, h1 + self.act_dim), (h2,), (1, h2), (1,)]
+        return Layout([("critic_in", MLP((self.obs_dim, h1), "tanh", output="tanh")),
+                       ("critic_out", MLP((h1 + self.act_dim, h2, 1), "tanh"))])
 
     @property
-    def actor_params(self) -> int:
-        return sum(int(np.prod(s)) for s in self.actor_shapes())
-
-    @property
-    def critic_params(self) -> int:
-        return sum(int(np.prod(s)) for s in self.critic_shapes())
+    def num_params(self) -> int:
+        return self.layout.num_params
 
     def to_dict(self) -> dict:
         return {"obs_dim": self.obs_dim, "act_dim": self.act_dim, "low": list(self.low),
@@ -141,60 +141,64 @@ class DPGSpec:
                 "critic_hidden": list(self.critic_hidden)}
 
 
-def unflatten(flat: np.ndarray, shapes: list[tuple[int, ...]]) -> list[np.ndarray]:
-    """Views of ``flat`` with the given shapes, in order (sizes must add up)."""
-    flat = np.asarray(flat)
-    total = sum(int(np.prod(s)) for s in shapes)
-    if flat.ndim != 1 or flat.size != total:
-        raise ValueError(f"expected a flat vector of {total} parameters, got shape {flat.shape}")
-    out, pos = [], 0
-    for s in shapes:
-        k = int(np.prod(s))
-        out.append(flat[pos:pos + k].reshape(s))
-        pos += k
+# -- numpy forward passes (actors) -----------------------------------------------------------
+def unpack(spec: QNetSpec | DPGSpec, flat) -> dict[str, list[tuple]]:
+    """``{part: [(W, b, activation, slope), ...]}``: every part's layers as views of a
+    published vector ``flat`` (float32), each with what follows it. The forwards below take
+    these or ``flat`` itself; an actor unpacks once per published vector (a forward of a few
+    observations is overhead-bound: ~15 us from unpacked layers, ~30 us through
+    ``MLP.forward`` on the parts of ``flat``)."""
+    parts = spec.layout.split(np.asarray(flat, dtype=np.float32))
+    out = {}
+    for name, mlp in spec.layout.parts:
+        layers = mlp.layers(parts[name])
+        kinds = [mlp.activation] * (len(layers) - 1) + [mlp.output]
+        out[name] = [(w, b, kind, mlp.slope) for (w, b), kind in zip(layers, kinds)]
     return out
 
 
-# -- numpy forward passes (actors) -----------------------------------------------------------
-def _act(x: np.ndarray, kind: str) -> np.ndarray:
-    if kind == "relu":
-        return np.maximum(x, 0.0, out=x)
-    return np.tanh(x, out=x)
+def _run(layers: list[tuple], x: np.ndarray) -> np.ndarray:
+    """``MLP.forward`` over a part's unpacked layers."""
+    for w, b, kind, slope in layers:
+        x = x @ w.T + b
+        if kind != "linear":
+            activate(x, kind, slope)
+    return x
 
 
-def q_values(spec: QNetSpec, params: list[np.ndarray], obs: np.ndarray) -> np.ndarray:
-    """Q-values ``[batch, n_actions]`` of a batch of observations (float32)."""
-    x = np.asarray(obs, dtype=np.float32).reshape(-1, spec.obs_dim)
-    n_torso = 2 * len(spec.hidden)
-    for k in range(0, n_torso, 2):
-        x = _act(x @ params[k].T + params[k + 1], spec.activation)
+def _unpacked(spec, params) -> dict[str, list[tuple]]:
+    return params if isinstance(params, dict) else unpack(spec, params)
+
+
+def q_values(spec: QNetSpec, params, obs: np.ndarray) -> np.ndarray:
+    """Q-values ``[batch, n_actions]`` of a batch of observations (float32); ``params``: the
+    flat vector or :func:`unpack` of it."""
+    params = _unpacked(spec, params)
+    h = _run(params["torso"], np.asarray(obs, dtype=np.float32).reshape(-1, spec.obs_dim))
     if not spec.dueling:
-        return x @ params[n_torso].T + params[n_torso + 1]
-    v = x @ params[n_torso].T + params[n_torso + 1]
-    a = x @ params[n_torso + 2].T + params[n_torso + 3]
+        return _run(params["head"], h)
+    v = _run(params["value"], h)
+    a = _run(params["advantage"], h)
     return v + a - a.mean(axis=1, keepdims=True)
 
 
-def dpg_action(spec: DPGSpec, params: list[np.ndarray], obs: np.ndarray) -> np.ndarray:
-    """Deterministic actions ``[batch, act_dim]`` of the DPG actor (numpy, float32)."""
+def dpg_action(spec: DPGSpec, params, obs: np.ndarray) -> np.ndarray:
+    """Deterministic actions ``[batch, act_dim]`` of the DPG actor (numpy, float32);
+    ``params``: the published ``[actor | critic]`` vector or :func:`unpack` of it."""
     x = np.asarray(obs, dtype=np.float32).reshape(-1, spec.obs_dim)
-    n = len(params)
-    for k in range(0, n - 2, 2):
-        x = np.tanh(x @ params[k].T + params[k + 1])
-    y = np.tanh(x @ params[n - 2].T + params[n - 1])
+    y = _run(_unpacked(spec, params)["actor"], x)
     low = np.asarray(spec.low, dtype=np.float32)
     high = np.asarray(spec.high, dtype=np.float32)
     return low + (y + 1.0) * (0.5 * (high - low))
 
 
-def dpg_q(spec: DPGSpec, params: list[np.ndarray], obs: np.ndarray,
-          action: np.ndarray) -> np.ndarray:
+def dpg_q(spec: DPGSpec, params, obs: np.ndarray, action: np.ndarray) -> np.ndarray:
     """Critic values ``[batch]`` (numpy, float32)."""
+    params = _unpacked(spec, params)
     x = np.asarray(obs, dtype=np.float32).reshape(-1, spec.obs_dim)
     a = np.asarray(action, dtype=np.float32).reshape(-1, spec.act_dim)
-    h = np.tanh(x @ params[0].T + params[1])
-    h = np.tanh(np.concatenate([h, a], axis=1) @ params[2].T + params[3])
-    return (h @ params[4].T + params[5])[:, 0]
+    h = _run(params["critic_in"], x)
+    return _run(params["critic_out"], np.concatenate([h, a], axis=1))[:, 0]
 
 
 # -- transitions and initial priorities (actors; numpy only) ----------------------------------
@@ -206,12 +210,13 @@ def transition_spec(obs_dim: int, act_shape: tuple[int, ...] = (),
             "discount": ((), np.float32)}
 
 
-def dqn_td_errors(spec: QNetSpec, params: list[np.ndarray], batch: dict) -> np.ndarray:
+def dqn_td_errors(spec: QNetSpec, params, batch: dict) -> np.ndarray:
     """n-step TD errors from one network copy (an actor's): numpy, no target network.
 
     An actor has a single copy of the parameters, so the bootstrap uses it for both choosing
     and evaluating the next action (``max_a q``); Ape-X uses these only as initial priorities.
     """
+    params = _unpacked(spec, params)
     q = q_values(spec, params, batch["obs"])
     q_sa = q[np.arange(len(q)), batch["action"]]
     q_next = q_values(spec, params, batch["next_obs"]).max(axis=1)
@@ -219,17 +224,10 @@ def dqn_td_errors(spec: QNetSpec, params: list[np.ndarray], batch: dict) -> np.n
     return (target - q_sa).astype(np.float64)
 
 
-def split_dpg_params(spec: DPGSpec, flat: np.ndarray) -> tuple[list, list]:
-    """A published DPG vector ``[actor | critic]`` as the numpy parameter lists."""
-    flat = np.asarray(flat, dtype=np.float32)
-    na = spec.actor_params
-    return unflatten(flat[:na], spec.actor_shapes()), unflatten(flat[na:], spec.critic_shapes())
-
-
-def dpg_td_errors(spec: DPGSpec, actor: list[np.ndarray], critic: list[np.ndarray],
-                  batch: dict) -> np.ndarray:
+def dpg_td_errors(spec: DPGSpec, params, batch: dict) -> np.ndarray:
     """n-step TD errors from an actor's single copy of both networks (numpy)."""
-    q = dpg_q(spec, critic, batch["obs"], batch["action"])
-    a_next = dpg_action(spec, actor, batch["next_obs"])
-    q_next = dpg_q(spec, critic, batch["next_obs"], a_next)
+    params = _unpacked(spec, params)
+    q = dpg_q(spec, params, batch["obs"], batch["action"])
+    a_next = dpg_action(spec, params, batch["next_obs"])
+    q_next = dpg_q(spec, params, batch["next_obs"], a_next)
     return (batch["reward"] + batch["discount"] * q_next - q).astype(np.float64)

@@ -120,6 +120,10 @@ def load_optimizer_arrays(opt: torch.optim.Optimizer, module: nn.Module,
     """Inverse of :func:`optimizer_arrays` (tensors with 0 steps keep a fresh state)."""
     params = list(module.parameters())
     steps = np.asarray(arrays[f"{prefix}step"], dtype=np.float64)
+    if len(steps) > len(params) == 1 and np.all(steps == steps[0]):
+        # the same vector saved as one tensor per layer (Ape-X before its flat modules): the
+        # state is laid out alike and one count serves it all
+        steps = steps[:1]
     names = [k[len(prefix):] for k in arrays if k.startswith(prefix) and k != f"{prefix}step"]
     total = sum(p.numel() for p in params)
     if len(steps) != len(params) or any(np.size(arrays[prefix + n]) != total for n in names):
@@ -134,3 +138,18 @@ def load_optimizer_arrays(opt: torch.optim.Optimizer, module: nn.Module,
             state.update({n: flat[n][pos:pos + k].view_as(p).clone() for n in names})
             opt.state[p] = state
         pos += k
+
+
+def adam_state(opt: torch.optim.Adam, module: nn.Module) -> dict[str, np.ndarray]:
+    """Adam's moments ``m``, ``v`` (flat, in parameter order; zeros before the first step)
+    and ``step`` counts (one per tensor): :func:`optimizer_arrays` under Adam's names."""
+    arrays = optimizer_arrays(opt, module, "")
+    zeros = np.zeros(sum(p.numel() for p in module.parameters()), dtype=np.float32)
+    return {"m": arrays.get("exp_avg", zeros), "v": arrays.get("exp_avg_sq", zeros.copy()),
+            "step": arrays["step"]}
+
+
+def load_adam_state(opt: torch.optim.Adam, module: nn.Module, state: dict) -> None:
+    """Inverse of :func:`adam_state`."""
+    load_optimizer_arrays(opt, module, {"step": state["step"], "exp_avg": state["m"],
+                                        "exp_avg_sq": state["v"]}, "")
