@@ -43,3 +43,17 @@ def test_iw_efficiency_writes_table_and_plot(tmp_path):
     assert (tmp_path / "iw_efficiency.html").exists()
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert {r["variant"] for r in summary["table"]} == {"K=0", "K=2"}
+
+
+def test_benchmark_json_is_strict(tmp_path):
+    """Benchmarks write strict JSON: NaN and infinities as null (any parser reads it)."""
+    import json
+
+    import numpy as np
+
+    from esnb.bench.report import write_json
+
+    path = tmp_path / "r.json"
+    write_json(str(path), {"a": float("nan"), "b": [np.float64(np.inf), 1.5], "c": np.int64(3)})
+    assert json.loads(path.read_text()) == {"a": None, "b": [None, 1.5], "c": 3}
+    assert "NaN" not in path.read_text()

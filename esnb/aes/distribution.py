@@ -27,6 +27,7 @@ from esnb.aes.rules import (
     VARIANCE_RULES,
     call_rule,
     check_fitness,
+    checkpoint_gaussian,
     get_rule,
     rank_target,
     rl_probability,
@@ -224,11 +225,7 @@ class AsyncDistribution:
         return meta, arrays
 
     def load_state_dict(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-        mu = np.asarray(arrays["mu"], dtype=np.float64)
-        if mu.shape != self.mu.shape:
-            raise ValueError(f"checkpoint mean has {mu.size} parameters, expected {self.dim}")
-        self.mu = mu.copy()
-        self.var = np.asarray(arrays["var"], dtype=np.float64).copy()
+        self.mu, self.var = checkpoint_gaussian(arrays, self.dim)
         self.window_z = deque(list(np.asarray(arrays["window_z"], dtype=np.float64)),
                               maxlen=self.rank_window)
         self.window_f = deque(meta["window_f"], maxlen=self.rank_window)

@@ -58,6 +58,19 @@ def check_fitness(f_z, f_mu) -> tuple[float, float]:
                                                                    f_mu)
 
 
+def checkpoint_gaussian(arrays, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(mu, var)`` of a diagonal Gaussian from checkpoint arrays, as float64 copies: shapes
+    ``(dim,)``, finite, variances > 0 -- else a ``ValueError`` (nothing is changed)."""
+    mu = np.array(arrays["mu"], dtype=np.float64)
+    var = np.array(arrays["var"], dtype=np.float64)
+    if mu.shape != (dim,) or var.shape != (dim,):
+        raise ValueError(f"checkpoint mean has {mu.size} and variance {var.size} parameters, "
+                         f"expected {dim}")
+    if not (np.all(np.isfinite(mu)) and np.all(np.isfinite(var)) and np.all(var > 0)):
+        raise ValueError("checkpoint mean and variance must be finite, variances > 0")
+    return mu, var
+
+
 def _positive(name: str, value) -> float:
     value = _finite(name, value)
     if value <= 0:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from esnb.aes.rules import check_fitness, elite_weights
+from esnb.aes.rules import check_fitness, checkpoint_gaussian, elite_weights
 
 VARIANCE_FORMS = ("code", "paper")
 
@@ -130,10 +130,6 @@ class SepCEM:
                 {"mu": self.mu.copy(), "var": self.var.copy()})
 
     def load_state_dict(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-        mu = np.asarray(arrays["mu"], dtype=np.float64)
-        if mu.shape != self.mu.shape:
-            raise ValueError(f"checkpoint mean has {mu.size} parameters, expected {self.dim}")
-        self.mu = mu.copy()
-        self.var = np.asarray(arrays["var"], dtype=np.float64).copy()
+        self.mu, self.var = checkpoint_gaussian(arrays, self.dim)
         self.eps = float(meta["eps"])
         self.generations = int(meta["generations"])

@@ -16,13 +16,13 @@ absolute f_b = -35, relative f_b = 35.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import time
 
 import numpy as np
 import pandas as pd
+
+from esnb.bench.report import Session
 
 #: Table 2's columns: (mean rule, variance rule)
 COMBINATIONS = [
@@ -85,8 +85,7 @@ def run(args) -> int:
         for c in combos:
             if len(c) != 2:
                 raise ValueError(f"--combinations takes mean_rule:var_rule, got {c}")
-    t0 = time.perf_counter()
-    load = os.getloadavg()[0]
+    session = Session()
     client = make_client(args.workers, dashboard_address=":0", silence_logs=logging.ERROR)
     runs = []
     try:
@@ -98,7 +97,6 @@ def run(args) -> int:
                       f"{r['final_return']:8.1f} ({r['seconds']:.0f} s)", flush=True)
     finally:
         client.close()
-    took = time.perf_counter() - t0
     df = pd.DataFrame(runs)
     table = df.groupby(["mean_rule", "var_rule"], sort=False).agg(
         final_mean=("final_return", "mean"), final_std=("final_return", "std"),
@@ -109,18 +107,12 @@ def run(args) -> int:
     print(f"reduced setting: {args.env} capped at {args.max_episode_steps} steps, "
           f"{args.steps:,.0f} env steps per run, RL from {args.rl_start_step:,}, networks "
           f"{'-'.join(map(str, args.hidden))}, r = |f_b| = {args.range:g}, m = 3, "
-          f"{args.workers} workers; load average at start {load:.1f}")
+          f"{args.workers} workers")
     print(f"  {'mean rule':<19}{'variance rule':<17}{'final mean':>11}{'std':>8}"
           f"{'mean p':>8}{'final var':>11}{'updates':>9}")
     for _, t in table.iterrows():
         print(f"  {t.mean_rule:<19}{t.var_rule:<17}{t.final_mean:>11.1f}"
               f"{(0.0 if np.isnan(t.final_std) else t.final_std):>8.1f}{t.p_mean:>8.3f}"
               f"{t.var_final:>11.2e}{t.updates:>9.0f}")
-    print(f"  ({took:.0f} s)")
-    if load > 2.5:
-        print(f"  note: taken under load (load average {load:.1f}); times, not returns, "
-              f"depend on it")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"runs": runs, "seconds": took, "load": load}, f, indent=2)
-    return 0
+    return session.done(args, {"runs": runs, "seconds": session.seconds,
+                               "load": session.load})

@@ -22,10 +22,11 @@ two workers evaluate, as the paper's critic worker did.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
+
+from esnb.bench.report import Session
 
 log = logging.getLogger("esnb.bench")
 
@@ -123,8 +124,7 @@ def measure_env(client, env: str, steps: float, rl_start: int, hidden, seed: int
 def run(args) -> int:
     from esnb.cluster import make_client
 
-    t0 = time.perf_counter()
-    load = os.getloadavg()[0]
+    session = Session()
     client = make_client(args.workers, dashboard_address=":0", silence_logs=logging.ERROR)
     rows = []
     try:
@@ -133,13 +133,12 @@ def run(args) -> int:
                                 args.seed)
     finally:
         client.close()
-    took = time.perf_counter() - t0
     print()
     print(f"aes-time: wall time for the same env-step budget ({args.steps:,.0f} steps, "
           f"RL from {args.rl_start_step:,} steps) and CEM-RL's critic-update budget")
     print(f"reduced setting: actor and critic {'-'.join(map(str, args.hidden))} "
           f"(paper 400-300), {args.workers} local workers on {os.cpu_count()} cores, "
-          f"seed {args.seed}; load average at start {load:.1f}")
+          f"seed {args.seed}")
     head = (f"  {'env':<15}{'algorithm':<15}{'wall s':>9}{'vs serial':>10}{'env steps':>11}"
             f"{'critic/step':>12}{'actor/step':>11}{'eval steps':>11}")
     print(head)
@@ -153,16 +152,10 @@ def run(args) -> int:
                   f"{1 - r['vs_serial']:.0%} (target >= 30%; paper 74-82% with 5 workers), "
                   f"critic catch-up {r['critic_catch_up']:.1f} s, mean staleness "
                   f"{r['staleness_mean']:.1f} updates")
-    print(f"  ({took:.0f} s)")
-    if load > 2.5:
-        print(f"  note: measured under load (load average {load:.1f} > 2.5); re-run on a "
-              f"quiet machine: esnb bench aes-time --steps {args.steps:.0f}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"rows": rows, "seconds": took, "load": load,
-                       "args": {k: v for k, v in vars(args).items()
-                                if isinstance(v, (int, float, str, list))}}, f, indent=2)
-    return 0
+    return session.done(args, {"rows": rows, "seconds": session.seconds, "load": session.load,
+                               "args": {k: v for k, v in vars(args).items()
+                                        if isinstance(v, (int, float, str, list))}},
+                        rerun=f"esnb bench aes-time --steps {args.steps:.0f}")
 
 
 __all__ = ["measure_env", "run"]

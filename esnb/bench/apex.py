@@ -12,13 +12,14 @@ machine is. Targets: CartPole < 3 min, InvertedPendulum < 5 min, 2 workers.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
 
 import dask
 import numpy as np
+
+from esnb.bench.report import Session
 
 #: the settings the benchmark (and BENCHMARKS.md) uses for each variant
 SETTINGS = {
@@ -99,10 +100,9 @@ def measure(variant: str, workers: int = 2, seed: int = 0, limit: float | None =
 
 
 def run(args) -> int:
-    started = time.perf_counter()
-    load = os.getloadavg()[0]
-    print(f"apex bench: {args.workers} workers, seed {args.seed}; load average {load:.2f} on "
-          f"{os.cpu_count()} cores")
+    session = Session()
+    print(f"apex bench: {args.workers} workers, seed {args.seed}; load average "
+          f"{session.load:.2f} on {os.cpu_count()} cores")
     variants = ("dqn", "dpg") if args.variant == "both" else (args.variant,)
     results = []
     for v in variants:
@@ -127,12 +127,4 @@ def run(args) -> int:
               f" env steps/s, replay {r['inserts_per_s']:,.0f} inserts/s, learner "
               f"{r['updates_per_s']:,.0f} updates/s = {r['sampled_per_s']:,.0f} sampled "
               f"transitions/s")
-    end_load = os.getloadavg()[0]
-    if max(load, end_load) > 2.5:
-        print(f"  NOTE: measured under load (load average {load:.1f} -> {end_load:.1f}); "
-              f"re-run on a quiet machine: esnb bench apex")
-    print(f"  ({time.perf_counter() - started:.0f} s)")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
-    return 0
+    return session.done(args, results, rerun="esnb bench apex")

@@ -16,13 +16,14 @@ each, linear in N: its Figure 13). :data:`PAPER` holds the figures the paper's t
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
 
 import numpy as np
 import pandas as pd
+
+from esnb.bench.report import write_json
 
 #: what the paper's text reports (Atari unless said otherwise)
 PAPER = {
@@ -210,6 +211,5 @@ def run(args) -> int:
     print(f"  ({time.perf_counter() - t0:.0f} s; load average {load:.1f} -> "
           f"{os.getloadavg()[0]:.1f})")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(summary.to_dict("records"), f, indent=2, default=str)
+        write_json(args.json, summary.to_dict("records"))
     return 0

@@ -15,11 +15,12 @@ implemented (see :mod:`esnb.rl.eorl_baselines`).
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
 import numpy as np
+
+from esnb.bench.report import write_json
 
 #: the paper's columns (CER included, for the printout)
 PAPER_COLUMNS = ("VAN", "CER", "HER", "PER", "CBE", "EORL-FIX", "CEM-RL", "EORL-05-00",
@@ -258,6 +259,5 @@ def run(args) -> int:
                "rows": [{"key": [str(k) for k in key],
                          "cells": {a: {"ours": v[0], "paper": v[1]} for a, v in cells.items()}}
                         for key, cells in rows]}
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=2)
+        write_json(args.json, doc)
     return 0

@@ -10,10 +10,9 @@ same environment measured in between. Targets on HalfCheetah-v5 with 2 workers: 
 
 from __future__ import annotations
 
-import json
-import time
-
 import numpy as np
+
+from esnb.bench.report import Session
 
 
 def add_arguments(p) -> None:
@@ -78,7 +77,7 @@ def measure(env: str = "HalfCheetah-v5", generations: int = 6, population: int =
 
 
 def run(args) -> int:
-    t0 = time.perf_counter()
+    session = Session()
     r = measure(args.env, args.generations, args.population, args.workers, args.raw_steps)
     print()
     print(f"es-scaling on {r['env']}, population {r['population']}, "
@@ -91,8 +90,4 @@ def run(args) -> int:
     print(f"  raw env.step            {r['raw_env_steps_per_s']:>10,.0f} steps/s"
           f"   loop/raw {r['loop_vs_raw']:.2f} (target >= 0.8)")
     print(f"  theta bitwise equal inline vs cluster: {r['theta_bitwise_equal']}")
-    print(f"  ({time.perf_counter() - t0:.0f} s)")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(r, f, indent=2)
-    return 0
+    return session.done(args, r, rerun="esnb bench es-scaling")

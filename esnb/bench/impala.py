@@ -15,10 +15,11 @@ ratio statistics the learner saw. Whatever it shows is the result.
 
 from __future__ import annotations
 
-import json
 import time
 
 import numpy as np
+
+from esnb.bench.report import write_json
 
 SOLVED = 475.0
 
@@ -208,7 +209,5 @@ def run(args) -> int:
             print(f"    lag {lag:>4}   " + "   ".join(cells))
     print(f"  ({time.perf_counter() - t0:.0f} s; load average now {os.getloadavg()[0]:.2f})")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"solve": r, "lag_compare": rows, "load_at_start": load}, f, indent=2,
-                      default=str)
+        write_json(args.json, {"solve": r, "lag_compare": rows, "load_at_start": load})
     return 0 if r["solved"] else 1

@@ -13,12 +13,13 @@ barely moves theta, so the default low rate here is 1e-3 (say so when quoting).
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from esnb.bench.report import write_json
 
 
 def add_arguments(p) -> None:
@@ -100,7 +101,6 @@ def run(args) -> int:
           f"{args.workers} workers in {elapsed / 60:.1f} min")
     print(table.round(2).to_string())
     print(f"plot: {out / 'iw_efficiency.html'}")
-    with open(out / "summary.json", "w") as f:
-        json.dump({"elapsed_s": elapsed, "table": table.reset_index().to_dict("records")}, f,
-                  indent=2)
+    write_json(str(out / "summary.json"),
+               {"elapsed_s": elapsed, "table": table.reset_index().to_dict("records")})
     return 0

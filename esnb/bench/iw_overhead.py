@@ -10,10 +10,9 @@ divided by plain ES's. Targets: <= 1.10x at K=4 for the 64-unit net, <= 1.25x fo
 
 from __future__ import annotations
 
-import json
-import time
-
 import numpy as np
+
+from esnb.bench.report import Session
 
 TARGETS = {64: 1.10, 512: 1.25}
 
@@ -69,7 +68,7 @@ def measure(env="Ant-v5", hidden=(64, 256, 512), ks=(0, 1, 2, 3, 4, 5), populati
 
 
 def run(args) -> int:
-    t0 = time.perf_counter()
+    session = Session()
     rows = measure(args.env, args.hidden, args.ks, args.population, args.generations,
                    args.episode_steps, args.workers, args.distributed)
     print()
@@ -88,8 +87,4 @@ def run(args) -> int:
         if hit:
             ok = "met" if hit[0]["ratio"] <= target else "NOT met"
             print(f"  target K=4, hidden {h}: <= {target:.2f}x -> {hit[0]['ratio']:.3f}x ({ok})")
-    print(f"  ({time.perf_counter() - t0:.0f} s)")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=2)
-    return 0
+    return session.done(args, rows, rerun="esnb bench iw-overhead")

@@ -17,12 +17,13 @@ inserted transitions/s. Exactness of priorities and weights is checked by the te
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
 import dask
 import numpy as np
+
+from esnb.bench.report import Session
 
 SPEC = {"obs": ((8,), "float32"), "action": "int64", "reward": "float32",
         "next_obs": ((8,), "float32"), "discount": "float32"}
@@ -169,13 +170,13 @@ def through_actor(capacity: int, batch: int, insert_batch: int, seconds: float,
 
 
 def run(args) -> int:
-    started = time.perf_counter()
-    load = os.getloadavg()[0]
+    session = Session()
     print(f"replay bench: capacity {args.capacity:,}, batch {args.batch}, inserts of "
-          f"{args.insert_batch}; load average {load:.2f} on {os.cpu_count()} cores")
+          f"{args.insert_batch}; load average {session.load:.2f} on {os.cpu_count()} cores")
     ip = in_process(args.capacity, args.batch, args.insert_batch, args.seconds, args.repeats)
     result = {"capacity": args.capacity, "batch": args.batch,
-              "insert_batch": args.insert_batch, "load_average": load, "in_process": ip}
+              "insert_batch": args.insert_batch, "load_average": session.load,
+              "in_process": ip}
     print(f"  in-process   sample+update {ip['cycles_per_s']:>9,.0f} cycles/s (target >= 2,000)"
           f"   inserts {ip['inserts_per_s']:>11,.0f}/s")
     print(f"               per CPU second {ip['cycles_per_cpu_s']:>8,.0f} cycles"
@@ -192,11 +193,4 @@ def run(args) -> int:
               f"{ra['inserts_per_s']:>9,.0f}/s (target >= 50,000)")
         print(f"               ratio actor/in-process cycles "
               f"{ra['pipelined_cycles_per_s'] / ip['cycles_per_s']:.2f}")
-    if load > 2.5:
-        print(f"  NOTE: measured under load (load average {load:.1f}); re-run on a quiet "
-              f"machine: esnb bench replay")
-    print(f"  ({time.perf_counter() - started:.0f} s)")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=2)
-    return 0
+    return session.done(args, result, rerun="esnb bench replay")

@@ -14,12 +14,13 @@ items and no actor loop had to be restarted.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 
 import numpy as np
+
+from esnb.bench.report import write_json
 
 MB = 1024 * 1024
 
@@ -188,6 +189,5 @@ def run(args) -> int:
     print("  nothing lost" if not bad else f"  LOST: {bad}")
     print(f"  ({time.perf_counter() - t_start:.0f} s)")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(r, f, indent=2)
+        write_json(args.json, r)
     return 1 if (bad or growing) else 0

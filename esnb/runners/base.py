@@ -405,3 +405,14 @@ class Runner:
 
 def _indent(text: str, prefix: str = "    ") -> str:
     return "\n".join(prefix + line for line in text.splitlines())
+
+
+def return_columns(returns, std: bool = False) -> dict[str, float]:
+    """``return_mean``/``_max``/``_min`` (and ``_std``) of a history row: the returns of the
+    episodes an iteration finished (NaN when it finished none). The default plot panels
+    (:data:`esnb.runners.plotspec.RETURN_PANELS`) read them."""
+    returns = np.asarray(returns, dtype=np.float64)
+    names = ("mean", "max", "min", "std") if std else ("mean", "max", "min")
+    if not returns.size:
+        return {f"return_{n}": np.nan for n in names}
+    return {f"return_{n}": float(getattr(returns, n)()) for n in names}

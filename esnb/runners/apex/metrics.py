@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from esnb.runners.base import return_columns
+
 
 class Throughput:
     """Rates of running counters over a sliding window of at least ``window`` seconds.
@@ -51,9 +53,7 @@ def history_row(runner, snap, info: dict, episodes: list, eval_return: float,
         "learner_steps": runner.learner_steps,
         "env_steps": runner.env_steps,
         "episodes": runner.episodes,
-        "return_mean": float(returns.mean()) if returns.size else np.nan,
-        "return_max": float(returns.max()) if returns.size else np.nan,
-        "return_min": float(returns.min()) if returns.size else np.nan,
+        **return_columns(returns),
         "eval_return": eval_return,
         "eval_return_std": eval_std,
         "loss": mean("loss"),

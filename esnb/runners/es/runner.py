@@ -34,7 +34,7 @@ from esnb.es.iw import Batch
 from esnb.es.openai_es import OpenAIES
 from esnb.noise import DEFAULT_SEED, DEFAULT_SIZE, NoiseConfig, get_noise_table
 from esnb.policies.spec import PolicySpec, init_params
-from esnb.runners.base import Runner
+from esnb.runners.base import Runner, return_columns
 from esnb.runners.es.config import ESConfig
 from esnb.runners.es.iw import IWUpdater
 from esnb.runners.es.tasks import PolicyPayload, RolloutConfig, es_pairs, evaluate
@@ -200,7 +200,7 @@ class ES(Runner):
         self.episodes += 2 * pairs
         self._learn_task_speed(train, merged["lengths"])
         row = {"env_steps": self.env_steps, "episodes": self.episodes,
-               **_return_stats(returns), **rollout, **_episode_stats(merged, valid),
+               **return_columns(returns, std=True), **rollout, **_episode_stats(merged, valid),
                "obs_count": self.obs_stats.count, "sigma": snap.sigma, "lr": snap.lr,
                "population": snap.population, "shaping": snap.shaping, "iw_k": snap.iw_k,
                **iw_row, **info}
@@ -328,13 +328,6 @@ def _obs_sums(merged: dict, valid: np.ndarray):
         return None
     return (merged["obs_sum"][use].sum(axis=0), merged["obs_sumsq"][use].sum(axis=0),
             float(merged["obs_count"][use].sum()))
-
-
-def _return_stats(returns: np.ndarray) -> dict[str, float]:
-    if not returns.size:
-        return dict.fromkeys(("return_mean", "return_max", "return_min", "return_std"), np.nan)
-    return {"return_mean": float(returns.mean()), "return_max": float(returns.max()),
-            "return_min": float(returns.min()), "return_std": float(returns.std())}
 
 
 def _episode_stats(merged: dict, valid: np.ndarray) -> dict[str, Any]:

@@ -42,7 +42,7 @@ from esnb.envs.make import env_spaces
 from esnb.rl.actor_critic import ActorCriticSpec, init_actor_critic
 from esnb.rl.impala import ImpalaLearner, LossConfig
 from esnb.rl.unrolls import UnrollQueue
-from esnb.runners.base import Runner
+from esnb.runners.base import Runner, return_columns
 from esnb.runners.executor import make_executor
 from esnb.runners.impala.config import ImpalaConfig
 from esnb.runners.impala.evaluation import COLUMNS, Evaluations
@@ -233,9 +233,7 @@ class Impala(Runner):
             "env_steps": self.env_steps,
             "frames_trained": self.frames_trained,
             "episodes": self.episodes,
-            "return_mean": float(rets.mean()) if rets.size else np.nan,
-            "return_max": float(rets.max()) if rets.size else np.nan,
-            "return_min": float(rets.min()) if rets.size else np.nan,
+            **return_columns(rets),
             "len_mean": float(np.mean(rec["lengths"])) if rec["lengths"] else np.nan,
             **dict.fromkeys(COLUMNS, np.nan), "eval_steps": self.evals.steps,
             "lag_mean": float(lag.mean()), "lag_min": int(lag.min()), "lag_max": int(lag.max()),
