@@ -71,19 +71,15 @@ def plot(curves: pd.DataFrame, path: Path, title: str) -> None:
 
 
 def run(args) -> int:
-    from esnb.cluster import make_client
     from esnb.runners.es import train_es
+    from esnb.runners.executor import session
     from esnb.runners.sweep import map_runs
 
     t0 = time.perf_counter()
     cfgs = configs(args.env, args.steps, args.lrs, args.ks, args.seeds, args.population,
                    args.sigma)
-    client = make_client(args.workers, dashboard_address=":0") if args.workers else None
-    try:
-        runs = map_runs(train_es, cfgs, client, desc="iw-efficiency runs")
-    finally:
-        if client is not None:
-            client.close()
+    with session(args.workers) as executor:
+        runs = map_runs(train_es, cfgs, executor, desc="iw-efficiency runs")
     curves, finals = summarise(runs, cfgs)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

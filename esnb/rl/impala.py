@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from esnb.envs.obs_stats import ObsStats
-from esnb.nets.torch_mlp import FlatModule, forward
+from esnb.nets.torch_mlp import FlatModule, forward, split
 from esnb.rl.actor_critic import _HALF_LOG_2PI, LOG_STD_RANGE, ActorCriticSpec
 from esnb.rl.unrolls import UnrollBatch
 from esnb.rl.vtrace import vtrace
@@ -66,8 +66,10 @@ class ActorCritic(FlatModule):
         if self.normalise:
             c = self.spec.policy.obs_clip
             x = torch.clamp((x - self.obs_mean) / self.obs_std, -c, c)
-        pi, v, _ = self.spec.parts(self.flat)
-        return forward(self.spec.policy.mlp, pi, x), forward(self.spec.value.mlp, v, x)[:, 0]
+        # one split of the whole vector (a slice per part would copy the gradient twice)
+        parts = split(self.spec.layout, self.flat)
+        return (forward(self.spec.policy.mlp, parts["policy"], x),
+                forward(self.spec.value.mlp, parts["value"], x)[:, 0])
 
     def log_std(self) -> torch.Tensor:
         """Clamped log-stds of a Gaussian policy (as the actors clamp them)."""

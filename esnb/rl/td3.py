@@ -43,8 +43,8 @@ from torch import nn
 from esnb.nets import MLP
 from esnb.nets.torch_mlp import FlatModule, forward
 from esnb.policies.spec import PolicySpec
+from esnb.rl.optim import adam_state, load_adam_state
 from esnb.rl.td3_actor import NumpyTD3Actor, actor_mlp, actor_spec, init_actor, transition_spec
-from esnb.rl.torch_nets import adam_state, load_adam_state
 
 #: network sizes used by esnb's demo, tests and benchmarks on CPUs (the paper: 400-300)
 CPU_FRIENDLY = {"actor_hidden": (64, 64), "critic_hidden": (64, 64)}

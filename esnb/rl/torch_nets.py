@@ -16,7 +16,6 @@ import torch
 from esnb.nets import Layout, torch_mlp
 from esnb.nets.torch_mlp import FlatModule
 from esnb.rl.nets import DPGSpec, QNetSpec
-from esnb.rl.optim import adam_state, load_adam_state  # noqa: F401 (TD3 imports them here)
 
 #: DDPG's bound of the output layers' initial weights and biases
 DPG_LAST_BOUND = 3e-3
