@@ -26,14 +26,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from esnb.rl.constants import DQN_LOSSES as LOSSES
+from esnb.rl.constants import DQN_OPTIMIZERS as OPTIMIZERS
+from esnb.rl.constants import PAPER_RMSPROP
 from esnb.rl.nets import QNetSpec, dqn_td_errors, transition_spec  # noqa: F401 (re-exported)
 from esnb.rl.optim import CenteredRMSprop, load_optimizer_arrays, optimizer_arrays, set_lr
 from esnb.rl.torch_nets import QNetwork
-
-LOSSES = ("huber", "mse")
-OPTIMIZERS = ("adam", "rmsprop_centered")
-#: the Ape-X paper's centred RMSProp (appendix C: decay 0.95, epsilon 1.5e-7, no momentum)
-PAPER_RMSPROP = dict(decay=0.95, eps=1.5e-7, momentum=0.0)
 
 
 def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:

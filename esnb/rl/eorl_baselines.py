@@ -45,18 +45,19 @@ import numpy as np
 
 from esnb.evo.population import check_population_size
 from esnb.replay import PrioritizedReplayBuffer
+from esnb.rl.constants import (
+    CBE_BETA,
+    CEM_NOISE,
+    CEM_REPLACE_PROB,
+    HER_GOALS,
+    HER_K,
+    PER_ALPHA,
+    PER_BETA0,
+    PER_EPS,
+)
 from esnb.rl.eorl_episodes import Episode, Sample, positive_int
 from esnb.rl.eorl_learners import MCLearner
 from esnb.rl.mc_dqn import mc_returns
-
-PER_ALPHA = 0.6
-PER_BETA0 = 0.4
-PER_EPS = 1e-6
-HER_GOALS = 8  # goal buffer: terminal states of the 8 best episodes (the paper)
-HER_K = 4  # relabelled goals per episode (the HER paper's k)
-CBE_BETA = 1.0
-CEM_NOISE = 1e-3  # CEM-RL's initial noise variance
-CEM_REPLACE_PROB = 0.5
 
 
 class PERLearner(MCLearner):

@@ -15,26 +15,7 @@ import numpy as np
 
 from esnb.envs.make import make_env
 from esnb.envs.rollout import FastEnv, run_episode
-from esnb.rl.mc_dqn import greedy_action
-
-#: short names of EORL's environments
-ENV_IDS = {"bitflip": "esnb/BitFlip-v0", "gridnav": "esnb/GridNav-v0"}
-BATCH_SIZE = 4096
-EPOCHS = 2
-BUFFER_FACTOR = 100  # buffer = 100 x the environment's timeout
-#: the paper's Table 3: GridNav episodes -> epsilon decay per episode
-GRIDNAV_DECAY = {1000: 0.995, 2500: 0.998, 4000: 0.999}
-BITFLIP_DECAY = 0.99
-
-
-def resolve_env(env: str) -> str:
-    """The gymnasium id of ``"bitflip"``, ``"gridnav"`` or one of the two ids."""
-    if env in ENV_IDS:
-        return ENV_IDS[env]
-    if env in ENV_IDS.values():
-        return env
-    valid = ", ".join(map(repr, [*ENV_IDS, *ENV_IDS.values()]))
-    raise ValueError(f"unknown EORL environment {env!r}; valid: {valid}")
+from esnb.rl.constants import BITFLIP_DECAY, ENV_IDS, GRIDNAV_DECAY, resolve_env
 
 
 def default_eps_decay(env_id: str, episodes: int) -> float:
@@ -188,3 +169,18 @@ def play(env: FastEnv, act, sids: list[int], env_seed: int) -> Episode:
     return Episode(np.concatenate([tr["obs"], tr["next_obs"][-1:]]),
                    np.asarray(sids, dtype=np.int64), tr["action"].astype(np.int64),
                    tr["reward"], ep.terminated, ep.truncated)
+
+
+def greedy_action(layers: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> int:
+    """argmax_a Q(x, a) of one member given its ``[(W [out, in], b), ...]``
+    (:meth:`PopulationQNet.member_numpy`; first maximum on ties, as ``argmax``).
+
+    One observation at a time, so a loop over the layer views rather than
+    :meth:`esnb.nets.MLP.forward` (a batch API, several times the per-call cost here)."""
+    h = x
+    last = len(layers) - 1
+    for k, (w, b) in enumerate(layers):
+        h = w @ h + b
+        if k < last:
+            h = np.maximum(h, 0.0)
+    return int(np.argmax(h))

@@ -34,10 +34,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from esnb.replay import ReplayBuffer, join_state, split_state
+from esnb.rl.constants import BATCH_SIZE, BUFFER_FACTOR, EPOCHS, HIDDEN, LR, resolve_env
 from esnb.rl.eorl_episodes import (
-    BATCH_SIZE,
-    BUFFER_FACTOR,
-    EPOCHS,
     Episode,
     Sample,
     StateIndex,
@@ -46,9 +44,8 @@ from esnb.rl.eorl_episodes import (
     make_eorl_env,
     play,
     positive_int,
-    resolve_env,
 )
-from esnb.rl.mc_dqn import HIDDEN, LR, PopulationQNet, mc_returns
+from esnb.rl.mc_dqn import PopulationQNet, mc_returns
 
 _STREAMS = ("init", "act", "env", "sample", "evo", "eval")
 

@@ -30,14 +30,10 @@ from torch import nn
 from esnb.envs.obs_stats import ObsStats
 from esnb.nets.torch_mlp import FlatModule, forward, split
 from esnb.rl.actor_critic import _HALF_LOG_2PI, LOG_STD_RANGE, ActorCriticSpec
+from esnb.rl.constants import CORRECTIONS, REWARD_CLIPPINGS
+from esnb.rl.constants import IMPALA_OPTIMIZERS as OPTIMIZERS
 from esnb.rl.unrolls import UnrollBatch
 from esnb.rl.vtrace import vtrace
-
-CORRECTIONS = ("vtrace", "none")
-OPTIMIZERS = ("adam", "rmsprop")
-#: how rewards are clipped before they enter V-trace (google-deepmind/scalable_agent's
-#: ``--reward_clipping``: ``abs_one`` is the paper's clip to [-1, 1], the code's default)
-REWARD_CLIPPINGS = ("none", "abs_one", "soft_asymmetric")
 
 
 class ActorCritic(FlatModule):

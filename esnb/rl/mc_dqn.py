@@ -33,11 +33,7 @@ import numpy as np
 import torch
 
 from esnb.nets import MLP, init_glorot, torch_mlp
-
-HIDDEN = (32, 8)
-LR = 0.01
-ADAM_BETAS = (0.9, 0.999)
-ADAM_EPS = 1e-7
+from esnb.rl.constants import ADAM_BETAS, ADAM_EPS, HIDDEN, LR
 
 
 @contextlib.contextmanager
@@ -280,18 +276,3 @@ class PopulationQNet:
         for k, t in (("theta", self.theta), ("adam_m", self._m), ("adam_v", self._v)):
             t.copy_(torch.from_numpy(np.asarray(state[k], dtype=np.float32)[:, order]))
         self.steps = np.asarray(state["adam_steps"], dtype=np.int64).copy()
-
-
-def greedy_action(layers: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> int:
-    """argmax_a Q(x, a) of one member given its ``[(W [out, in], b), ...]``
-    (:meth:`PopulationQNet.member_numpy`; first maximum on ties, as ``argmax``).
-
-    One observation at a time, so a loop over the layer views rather than
-    :meth:`esnb.nets.MLP.forward` (a batch API, several times the per-call cost here)."""
-    h = x
-    last = len(layers) - 1
-    for k, (w, b) in enumerate(layers):
-        h = w @ h + b
-        if k < last:
-            h = np.maximum(h, 0.0)
-    return int(np.argmax(h))

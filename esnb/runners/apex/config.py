@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from esnb.rl.dqn import LOSSES, OPTIMIZERS
+from esnb.rl.constants import DQN_LOSSES as LOSSES
+from esnb.rl.constants import DQN_OPTIMIZERS as OPTIMIZERS
 from esnb.settings import Settings, derive, setting
 
 VARIANTS = ("dqn", "dpg")

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from esnb.rl.eorl_episodes import ENV_IDS, resolve_env
+from esnb.rl.constants import ENV_IDS, resolve_env
 from esnb.runners.eorl.config import EORLConfig
 
 #: planned episodes (and the budget) when --episodes is not given: the paper's first length

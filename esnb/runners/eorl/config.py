@@ -21,17 +21,22 @@ from typing import Any, ClassVar
 from esnb.evo.operators import SIGMA
 from esnb.evo.population import Q
 from esnb.evo.schedules import SCHEDULES, VARIANTS
-from esnb.rl.eorl_baselines import (
+from esnb.rl.constants import (
+    BATCH_SIZE,
+    BUFFER_FACTOR,
     CBE_BETA,
     CEM_NOISE,
     CEM_REPLACE_PROB,
+    ENV_IDS,
+    EPOCHS,
     HER_GOALS,
     HER_K,
+    HIDDEN,
+    LR,
     PER_ALPHA,
     PER_BETA0,
+    resolve_env,
 )
-from esnb.rl.eorl_episodes import BATCH_SIZE, BUFFER_FACTOR, ENV_IDS, EPOCHS, resolve_env
-from esnb.rl.mc_dqn import HIDDEN, LR
 from esnb.settings import Settings, setting
 
 #: the variant a run takes when neither ``variant`` nor a rate is given

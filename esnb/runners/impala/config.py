@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from esnb.rl.impala import CORRECTIONS, OPTIMIZERS, REWARD_CLIPPINGS
+from esnb.rl.constants import CORRECTIONS, REWARD_CLIPPINGS
+from esnb.rl.constants import IMPALA_OPTIMIZERS as OPTIMIZERS
 from esnb.settings import Settings, setting
 
 _RATIO = dict(low=0.0, low_open=True, high=1e6, log=True, live=True)
