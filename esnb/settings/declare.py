@@ -262,7 +262,9 @@ class Settings:
         """The live controls (and fixed fields marked ``control``) with these values."""
         schema = [_control(name, meta, default)
                   for name, (meta, default) in self.declarations().items()
-                  if meta.live or meta.control]
+                  if (meta.live or meta.control)
+                  # a fixed value the runner has yet to resolve (None) is not shown
+                  and not (getattr(self, name) is None and not meta.live)]
         return Controls(schema, {c.name: getattr(self, c.name) for c in schema})
 
     def to_dict(self) -> dict[str, Any]:
