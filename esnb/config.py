@@ -1,8 +1,17 @@
-"""esnb's namespace in dask's configuration, with defaults shipped in ``esnb.yaml``."""
+"""esnb's namespace in dask's configuration, with defaults shipped in ``esnb.yaml``.
+
+Values come from ``esnb.yaml``, ``~/.config/dask/*.yaml`` or ``DASK_ESNB__...`` environment
+variables; :func:`get` checks each against :data:`SCHEMA` when it is read, so a bad value is
+refused with its key (``esnb.cluster.n-workers must be an integer >= 1 or null, got 'four'``)
+instead of failing somewhere inside dask.
+"""
 
 from __future__ import annotations
 
+import numbers
 import os
+from collections.abc import Callable
+from typing import Any
 
 import dask.config
 import yaml
@@ -13,7 +22,63 @@ with open(_fn) as f:
 
 dask.config.update_defaults(_defaults)
 
+#: values of ``esnb.cluster.type``
+CLUSTER_TYPES = ("local", "address", "slurm", "pbs", "sge", "lsf")
+
+
+def _integer(low: int, nullable: bool = False) -> tuple[Callable[[Any], bool], str]:
+    def ok(v):
+        return (v is None and nullable) or (isinstance(v, numbers.Integral)
+                                            and not isinstance(v, bool) and v >= low)
+    return ok, f"an integer >= {low}" + (" or null" if nullable else "")
+
+
+def _text(nullable: bool = False) -> tuple[Callable[[Any], bool], str]:
+    return (lambda v: (v is None and nullable) or isinstance(v, str)), \
+        "a string" + (" or null" if nullable else "")
+
+
+def _one_of(*choices) -> tuple[Callable[[Any], bool], str]:
+    # by type too: 1 == True, but 1 is not a valid "true or false or 'auto'"
+    return (lambda v: any(type(v) is type(c) and v == c for c in choices)), \
+        "one of " + ", ".join(map(repr, choices))
+
+
+def _boolean() -> tuple[Callable[[Any], bool], str]:
+    return (lambda v: isinstance(v, bool)), "true or false"
+
+
+#: what each key of esnb's dask config accepts (keys with their own parser -- the worker
+#: lifetime, TLS -- check themselves and name their key)
+SCHEMA: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "cluster.type": ((lambda v: isinstance(v, str) and v.lower() in CLUSTER_TYPES),
+                     "one of " + ", ".join(CLUSTER_TYPES)),
+    "cluster.address": _text(nullable=True),
+    "cluster.n-workers": _integer(1, nullable=True),
+    "cluster.threads-per-worker": _integer(1),
+    "cluster.processes": _boolean(),
+    "cluster.host": _text(),
+    "cluster.dashboard-address": _text(nullable=True),
+    "cluster.worker-profile": _boolean(),
+    "cluster.kwargs": ((lambda v: isinstance(v, dict)), "a mapping of keyword arguments"),
+    "cluster.adapt.minimum": _integer(0, nullable=True),
+    "cluster.adapt.maximum": _integer(1, nullable=True),
+    "cluster.actor-worker": _one_of(True, False, "auto"),
+    "cluster.actor-walltime": ((lambda v: v is None or isinstance(v, (str, int))),
+                               "a walltime (string or minutes) or null"),
+    "cluster.message-log-length": _integer(0, nullable=True),
+    "noise.size": _integer(1),
+    "noise.seed": _integer(0),
+    "plot.drawer": ((lambda v: isinstance(v, str) and v.count(":") == 1),
+                    "'module:function'"),
+}
+
 
 def get(key: str, default=None):
-    """``dask.config.get("esnb." + key)``."""
-    return dask.config.get(f"esnb.{key}", default=default)
+    """``dask.config.get("esnb." + key)``, checked against :data:`SCHEMA`."""
+    value = dask.config.get(f"esnb.{key}", default=default)
+    rule = SCHEMA.get(key)
+    if rule is not None and not (value is None and default is None) and not rule[0](value):
+        raise ValueError(f"esnb.{key} (dask config: esnb.yaml, ~/.config/dask/ or "
+                         f"DASK_ESNB__...) must be {rule[1]}, got {value!r}")
+    return value

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import tempfile
 import zipfile
@@ -43,7 +44,8 @@ def _digest(arrays: dict[str, np.ndarray]) -> str:
 
 def save_checkpoint(path: str | os.PathLike, algorithm: str, meta: dict[str, Any],
                     arrays: dict[str, np.ndarray]) -> Path:
-    """Write ``arrays`` and JSON-able ``meta`` atomically (a temporary file, then a rename)."""
+    """Write ``arrays`` and JSON-able ``meta`` atomically: a temporary file in the same folder,
+    fsynced, then renamed over ``path`` (the previous checkpoint stays whole until then)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     arrays = {k: np.asarray(v) for k, v in arrays.items()}
@@ -62,15 +64,41 @@ def save_checkpoint(path: str | os.PathLike, algorithm: str, meta: dict[str, Any
     try:
         with os.fdopen(fd, "wb") as f:
             np.savez(f, __meta__=blob, **arrays)
+            f.flush()
+            os.fsync(f.fileno())  # on disk before it replaces the previous good checkpoint
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a checkpoint is an ordinary file
         os.replace(tmp, path)
+        _fsync_dir(path.parent)  # the rename itself survives a crash
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
     return path
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # some file systems cannot open a folder: the rename is still atomic
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def checkpoint_of(path: str) -> Path:
+    """``--resume``'s checkpoint: the file itself, or ``checkpoint.npz`` in a run folder."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "checkpoint.npz"
+    if not p.exists():
+        raise FileNotFoundError(f"no checkpoint at {p}")
+    return p
 
 
 def load_checkpoint(path: str | os.PathLike, algorithm: str | None = None
@@ -112,6 +140,25 @@ def load_checkpoint(path: str | os.PathLike, algorithm: str | None = None
     return doc["meta"], arrays
 
 
+def strict(obj: Any) -> Any:
+    """``obj`` with every non-finite float replaced by None (JSON has no NaN)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: strict(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [strict(v) for v in obj]
+    if hasattr(obj, "item") and getattr(obj, "shape", None) == ():  # numpy scalars
+        return strict(obj.item())
+    return obj
+
+
+def write_json(path: str, obj: Any) -> None:
+    """Write ``obj`` as strict JSON (readable by any parser: NaN becomes null)."""
+    with open(path, "w") as f:
+        json.dump(strict(obj), f, indent=2, allow_nan=False, default=str)
+
+
 def history_to_json(records: list[dict]) -> list[dict]:
     """History rows with numpy scalars turned into plain Python values."""
     out = []
@@ -133,7 +180,7 @@ def write_run_folder(runner, out: str | os.PathLike, summary: dict | None = None
     if len(history):
         last = history.iloc[-1].to_dict()
         doc["last"] = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in last.items()}
-    (out / "summary.json").write_text(json.dumps(doc, indent=2, default=str))
+    write_json(out / "summary.json", doc)
     runner.save(out / "checkpoint.npz")
     try:  # last: a plotting problem must never cost the run's data
         from bokeh.embed import file_html

@@ -27,8 +27,8 @@ def test_train_es_writes_a_run_folder_and_resumes(tmp_path):
     assert summary["algorithm"] == "ES" and summary["final_eval_episodes"] == 3
     assert "bokeh" in (out / "plot.html").read_text().lower()
 
-    out2 = tmp_path / "run2"
-    p = esnb("train", "es", "--env", "CartPole-v1", "--generations", "2", "--workers", "0",
+    out2 = tmp_path / "run2"  # budgets are the run's totals: 5 generations in all
+    p = esnb("train", "es", "--env", "CartPole-v1", "--generations", "5", "--workers", "0",
              "--resume", str(out / "checkpoint.npz"), "--out", str(out2), "--no-progress",
              "--final-eval", "0")
     assert p.returncode == 0, p.stderr

@@ -26,7 +26,7 @@ def test_unknown_cluster_type_lists_the_valid_ones():
             make_client(1)
     for kind in CLUSTER_TYPES:
         assert kind in str(err.value)
-    assert "'kubernetes' is unknown" in str(err.value)
+    assert "esnb.cluster.type" in str(err.value) and "got 'kubernetes'" in str(err.value)
 
 
 def test_cluster_type_from_an_environment_variable():

@@ -4,33 +4,14 @@ the JSON file of its results (strict JSON: NaN and infinities are written as nul
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import time
 from typing import Any
 
+from esnb.record import write_json
+
 #: a load average above this (on esnb's 2-core machine) is worth a note beside the figures
 BUSY = 2.5
-
-
-def strict(obj: Any) -> Any:
-    """``obj`` with every non-finite float replaced by None (JSON has no NaN)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: strict(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [strict(v) for v in obj]
-    if hasattr(obj, "item") and getattr(obj, "shape", None) == ():  # numpy scalars
-        return strict(obj.item())
-    return obj
-
-
-def write_json(path: str, obj: Any) -> None:
-    """Write ``obj`` as strict JSON (readable by any parser: NaN becomes null)."""
-    with open(path, "w") as f:
-        json.dump(strict(obj), f, indent=2, allow_nan=False, default=str)
 
 
 class Session:

@@ -21,7 +21,7 @@ APEX_BUDGETS = {"seconds": ("seconds", "learning time to run"),
                 "steps": ("env_steps", "actor env steps to run")}
 
 #: ``esnb train <name>`` -> its trainer
-TRAINERS: dict[str, Trainer | str] = {
+TRAINERS: dict[str, Trainer] = {
     "es": Trainer(
         runner="esnb.runners.es:ES", config="esnb.runners.es.config:ESConfig",
         budgets={"generations": ("generations", "generations to run"),
@@ -92,10 +92,18 @@ BENCHMARKS: dict[str, str] = {
 }
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line error: the full usage of a command with 40 settings would bury
+    the line that says what is wrong."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from esnb.cli import common
 
-    parser = argparse.ArgumentParser(prog="esnb", description=__doc__.splitlines()[0])
+    parser = Parser(prog="esnb", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -105,17 +113,10 @@ def build_parser() -> argparse.ArgumentParser:
     train = sub.add_parser("train", help="train one algorithm on one environment")
     algos = train.add_subparsers(dest="algorithm", required=True)
     for name, trainer in TRAINERS.items():
-        if isinstance(trainer, Trainer):
-            p = algos.add_parser(name, help=trainer.description.split(". ")[0],
-                                 description=trainer.description)
-            common.add_run_arguments(p, settings=True)
-            trainer.add_arguments(p)
-            p.set_defaults(trainer=name)
-            continue
-        p, mod = _plugin_parser(algos, name, trainer)
-        if mod is not None:
-            common.add_run_arguments(p)
-            mod.add_arguments(p)
+        p = algos.add_parser(name, help=trainer.description.split(". ")[0],
+                             description=trainer.description)
+        common.add_run_arguments(p)
+        trainer.add_arguments(p)
         p.set_defaults(trainer=name)
 
     docs = sub.add_parser("docs", help="print documentation derived from the code")
@@ -169,10 +170,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return docs.run(args)
         if args.command == "train":
-            trainer = TRAINERS[args.trainer]
-            if not isinstance(trainer, Trainer):
-                trainer = importlib.import_module(trainer)
-            return common.run_training(trainer, args)
+            return common.run_training(TRAINERS[args.trainer], args)
         return int(importlib.import_module(args.bench).run(args) or 0)
     except (ValueError, FileNotFoundError) as exc:
         print(f"esnb: error: {exc}", file=sys.stderr)

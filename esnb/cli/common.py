@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -12,37 +13,59 @@ from tqdm import tqdm
 from esnb.settings import PRESETS
 
 
-def add_run_arguments(p: argparse.ArgumentParser, settings: bool = False) -> None:
-    """Flags of every run; ``settings``: env and seed come from the config's flags."""
-    if not settings:
-        p.add_argument("--env", required=True, help="gymnasium environment id")
-        p.add_argument("--seed", type=int, default=0)
-    else:
-        p.add_argument("--preset", choices=PRESETS, default="laptop",
-                       help="defaults tuned for a 2-core laptop, or the papers' published "
-                            "settings (default: laptop)")
-    p.add_argument("--workers", type=int, default=2,
-                   help="LocalCluster workers (0: run inline in this process)")
+def _workers(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be an integer >= 0, got {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 (0: this process), got {n}")
+    return n
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number of "
+                                         f"seconds >= 0, got {text!r}")
+    return value
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """Flags every ``esnb train`` run shares (the algorithm's settings come from its config)."""
+    p.add_argument("--preset", choices=PRESETS, default="laptop",
+                   help="defaults tuned for a 2-core laptop, or the papers' published "
+                        "settings (default: laptop)")
+    add_cluster_arguments(p)
+    p.add_argument("--name", default=None,
+                   help="run name: the folder runs/<name> (default: <algorithm>-<time>)")
+    p.add_argument("--final-eval", type=int, default=10, metavar="EPISODES",
+                   help="noise-free episodes of the final policy (default: 10; 0: none)")
+    p.add_argument("--resume", default=None, metavar="RUN",
+                   help="continue the run in this run folder (or checkpoint file); live "
+                        "settings given beside it apply as control changes")
+
+
+def add_cluster_arguments(p: argparse.ArgumentParser, workers: int = 2) -> None:
+    p.add_argument("--workers", type=_workers, default=workers,
+                   help=f"LocalCluster worker processes (0: run in this process; default: "
+                        f"{workers})")
     p.add_argument("--address", default=None, help="join this Dask scheduler instead")
-    p.add_argument("--out", default=None, help="run folder (default runs/<name>)")
-    p.add_argument("--name", default=None, help="run name")
-    if settings:
-        p.add_argument("--final-eval", type=int, default=10, metavar="EPISODES",
-                       help="noise-free episodes of the final policy (default: 10; 0: none)")
-    else:
-        p.add_argument("--eval-episodes", dest="final_eval", type=int, default=10,
-                       help="noise-free episodes of the final policy")
-    p.add_argument("--resume", default=None, metavar="CHECKPOINT",
-                   help="continue the run saved in this checkpoint")
+    p.add_argument("--out", default=None,
+                   help="run folder (default: runs/<name>, or the resumed run's folder)")
+    p.add_argument("--checkpoint-every", type=_seconds, default=60.0, metavar="SECONDS",
+                   help="write the run's checkpoint this often, and when it ends (default: 60)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def add_demo_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=float, default=2_000_000, help="env-step budget")
-    p.add_argument("--workers", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=None, help="run folder (default runs/demo-<time>)")
-    p.add_argument("--no-progress", action="store_true")
+    add_cluster_arguments(p)
 
 
 class Progress:
@@ -71,50 +94,66 @@ class Progress:
         self.bar.close()
 
 
-def finish(runner, args, started: float, out: str | None) -> dict:
-    """Evaluate the final policy, write the run folder, print a summary."""
+def finish(runner, args, started: float, folder: Path, evaluate: bool = True) -> dict:
+    """Evaluate the final policy (unless interrupted), write the run folder, print a summary."""
     from esnb.record import write_run_folder
 
     summary = {"wall_time_total": None}
-    if hasattr(runner, "evaluate") and args.final_eval > 0:
-        returns = runner.evaluate(args.final_eval)
+    final = getattr(args, "final_eval", 10)
+    if evaluate and hasattr(runner, "evaluate") and final > 0:
+        returns = runner.evaluate(final)
         summary.update(final_eval_mean=float(returns.mean()), final_eval_std=float(returns.std()),
                        final_eval_episodes=int(len(returns)))
     summary["wall_time_total"] = time.perf_counter() - started
-    folder = write_run_folder(runner, Path(out or Path("runs") / runner.name), summary)
-    print(json.dumps({k: summary[k] for k in summary}, indent=2))
-    print(f"run folder: {folder}")
+    write_run_folder(runner, folder, summary)
+    if evaluate:
+        print(json.dumps(summary, indent=2))
+        print(f"run folder: {folder}")
     return summary
 
 
-def run_training(trainer, args) -> int:
-    from esnb.cli.train import Trainer
+def run(cls, values: dict, args, command: str, budget: dict, default_budget: dict,
+        preset: str = "laptop", banner: str | None = None) -> int:
+    """Plan, start a cluster, run to the budget (with checkpoints), finish; see
+    :mod:`esnb.cli.run`."""
+    from esnb.cli import run as runs
     from esnb.runners.executor import session
 
     started = time.perf_counter()
+    plan = runs.plan_run(cls, values, args)
     with session(args.workers, args.address) as executor:
-        if isinstance(trainer, Trainer):
-            cls, values = trainer.settings(args)
-            if args.resume:
-                runner = cls.load(args.resume, client=executor)
-            else:
-                runner = cls(client=executor, preset=args.preset, name=args.name, **values)
-        elif args.resume:
-            runner = trainer.load_runner(args.resume, executor.client)
-        else:
-            runner = trainer.make_runner(args, executor.client)
-        budget = trainer.budget(args)
-        unit, total = next(iter(budget.items())) if budget else ("generations", None)
-        progress = Progress(runner, unit, total, disable=args.no_progress)
-        runner.start(**budget)
-        try:
-            runner.wait()
-        finally:
-            progress.close()
-        finish(runner, args, started, args.out)
+        runner = runs.build_runner(plan, executor)
+        runner.keep_checkpoints(plan.folder / "checkpoint.npz", every=args.checkpoint_every)
+        todo = runs.remaining(runner, budget, default_budget, plan.saved_target)
+        if banner:
+            link = executor.dashboard_link
+            print(banner + (f", dashboard {link}" if link else ""))
+        unit, total = next(iter(todo.items()))
+        progress = Progress(runner, unit, runner._progress().get(unit, 0) + total,
+                            disable=args.no_progress)
+        with runs.Interrupts(runner) as interrupts:
+            runner.start(**todo)
+            try:
+                runner.wait()
+            finally:
+                progress.close()
+        if interrupts.signum is not None:
+            finish(runner, args, started, plan.folder, evaluate=False)
+            print(runs.stopped_line(runner, interrupts.signum,
+                                    runs.resume_command("esnb", command, plan.folder)),
+                  file=sys.stderr)
+            return interrupts.exit_code
+        finish(runner, args, started, plan.folder)
     return 0
 
 
+def run_training(trainer, args) -> int:
+    cls, values = trainer.settings(args)
+    return run(cls, values, args, f"train {args.algorithm}", trainer.budget_given(args),
+               trainer.default_budget, args.preset)
+
+
+#: the demo's settings (OpenAI-ES on HalfCheetah-v5), on top of ES's laptop defaults
 DEMO = dict(env="HalfCheetah-v5", population=40, sigma=0.02, lr=0.02, weight_decay=0.005,
             eval_interval=10, eval_episodes=5)
 
@@ -122,21 +161,10 @@ DEMO = dict(env="HalfCheetah-v5", population=40, sigma=0.02, lr=0.02, weight_dec
 def run_demo(args) -> int:
     """OpenAI-ES on HalfCheetah-v5, 2M env steps on a 2-worker LocalCluster."""
     from esnb.runners.es import ES
-    from esnb.runners.executor import session
 
-    started = time.perf_counter()
-    with session(args.workers) as executor:
-        runner = ES(**DEMO, seed=args.seed, client=executor,
-                    name=f"demo-{time.strftime('%Y%m%d-%H%M%S')}")
-        link = executor.dashboard_link
-        print(f"esnb demo: OpenAI-ES on {DEMO['env']}, {args.steps:,.0f} env steps, "
-              f"{args.workers} workers" + (f", dashboard {link}" if link else ""))
-        progress = Progress(runner, "env_steps", args.steps, disable=args.no_progress)
-        runner.start(env_steps=args.steps)
-        try:
-            runner.wait()
-        finally:
-            progress.close()
-        args.final_eval = 10
-        finish(runner, args, started, args.out)
-    return 0
+    args.resume, args.preset, args.final_eval = None, "laptop", 10
+    args.name = f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
+    banner = (f"esnb demo: OpenAI-ES on {DEMO['env']}, {args.steps:,.0f} env steps, "
+              f"{args.workers} workers")
+    return run(ES, {**DEMO, "seed": args.seed}, args, "train es", {"env_steps": args.steps},
+               {"env_steps": args.steps}, banner=banner)

@@ -54,20 +54,20 @@ class Trainer:
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         budget = p.add_argument_group(
-            "budget", "the first one reached ends the run (default: "
+            "budget", "the run's totals; the first one reached ends it (default: "
             + ", ".join(f"{v:g} {k.replace('_', ' ')}" for k, v in self.default_budget.items())
             + ")")
         for flag, (key, text) in self.budgets.items():
-            budget.add_argument("--" + flag, dest=f"budget_{key}", type=_number(flag),
+            budget.add_argument("--" + flag, dest=f"budget_{key}", type=budget_amount,
                                 default=None, metavar="N", help=text)
         for flag, kw in self.extra.items():
             p.add_argument("--" + flag, **kw)
         settings_mod.add_arguments(p, load(self.config), skip=self.skip)
 
-    def budget(self, args: argparse.Namespace) -> dict[str, float]:
-        given = {key: getattr(args, f"budget_{key}") for key, _ in self.budgets.values()
-                 if getattr(args, f"budget_{key}", None) is not None}
-        return given or dict(self.default_budget)
+    def budget_given(self, args: argparse.Namespace) -> dict[str, float]:
+        """The budget flags given: the run's totals (empty: the default, or a resumed run's)."""
+        return {key: getattr(args, f"budget_{key}") for key, _ in self.budgets.values()
+                if getattr(args, f"budget_{key}", None) is not None}
 
     def settings(self, args: argparse.Namespace) -> tuple[type, dict[str, Any]]:
         """The runner class and the settings given on the command line."""
@@ -78,15 +78,12 @@ class Trainer:
         return runner, values
 
 
-def _number(flag: str):
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"--{flag} must be a number, got {text!r}") from None
-        if not value >= 0 or value == float("inf"):
-            raise argparse.ArgumentTypeError(f"--{flag} must be a finite number >= 0, got "
-                                             f"{text!r}")
-        return value
-
-    return parse
+def budget_amount(text: str) -> float:
+    """A budget flag's value: a finite number >= 0 (``1e6`` is fine; NaN never ends a run)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return value

@@ -29,6 +29,7 @@ Per-worker state (the noise table, torch's thread count) is built on each worker
 from __future__ import annotations
 
 import logging
+import numbers
 import os
 from typing import Any
 
@@ -55,6 +56,7 @@ from esnb.cluster.plugins import (
     register_noise_table,
 )
 from esnb.cluster.security import make_security
+from esnb.config import CLUSTER_TYPES
 from esnb.noise import NoiseConfig
 
 __all__ = ["ACTOR_RESOURCE", "CLUSTER_TYPES", "JOBQUEUE_CLASSES", "ActorWorker",
@@ -64,8 +66,6 @@ __all__ = ["ACTOR_RESOURCE", "CLUSTER_TYPES", "JOBQUEUE_CLASSES", "ActorWorker",
 
 log = logging.getLogger("esnb.cluster")
 
-#: values of ``esnb.cluster.type``
-CLUSTER_TYPES = ("local", "address", "slurm", "pbs", "sge", "lsf")
 
 # Every comm logs its last ``low-level-log-length`` messages (< 1 MB each) for debugging; ES
 # messages carry theta, so dask's 1000 kept ~50 MB alive in a soak's driver. Lowered once,
@@ -143,6 +143,10 @@ def make_client(n_workers: int | None = None, *, address: str | None = None,
     -----
     Values not given come from dask config under ``esnb.cluster`` (see ``esnb/esnb.yaml``).
     """
+    if n_workers is not None and (isinstance(n_workers, bool) or not isinstance(
+            n_workers, numbers.Integral) or n_workers < 1):
+        raise ValueError(f"n_workers must be an integer >= 1 (or None: esnb.cluster.n-workers,"
+                         f" else one per core), got {n_workers!r}")
     kind = str(cluster_type or config.get("cluster.type", "local")).lower()
     if kind not in CLUSTER_TYPES:
         raise ValueError(f"esnb.cluster.type {kind!r} is unknown; valid types: "
@@ -152,7 +156,7 @@ def make_client(n_workers: int | None = None, *, address: str | None = None,
         address = address or config.get("cluster.address")
         if not address:
             raise ValueError("esnb.cluster.type is 'address' but esnb.cluster.address is not set")
-        client = Client(address, set_as_default=set_as_default, security=sec)
+        client = _connect(address, set_as_default, sec)
     else:
         profile = bool(config.get("cluster.worker-profile", False))
         threads = int(threads_per_worker or config.get("cluster.threads-per-worker", 1))
@@ -186,9 +190,8 @@ def make_client(n_workers: int | None = None, *, address: str | None = None,
 def _local_cluster(n_workers, threads, processes, sec, dashboard_address, kwargs):
     from distributed import LocalCluster
 
-    n_workers = n_workers or config.get("cluster.n-workers") or os.cpu_count() or 1
-    if int(n_workers) < 1:
-        raise ValueError(f"n_workers must be >= 1, got {n_workers}")
+    if n_workers is None:
+        n_workers = config.get("cluster.n-workers") or os.cpu_count() or 1
     kwargs = {**underscored(config.get("cluster.kwargs") or {}), **kwargs}
     host = kwargs.pop("host", config.get("cluster.host", "127.0.0.1"))
     processes = config.get("cluster.processes", True) if processes is None else processes
@@ -205,3 +208,14 @@ def _local_cluster(n_workers, threads, processes, sec, dashboard_address, kwargs
         security=sec,
         **kwargs,
     )
+
+
+def _connect(address: str, set_as_default: bool, sec) -> Client:
+    """A client of the scheduler at ``address``; an unreachable one is one clear error after
+    dask's connect timeout (``distributed.comm.timeouts.connect``), not a traceback."""
+    timeout = dask.config.get("distributed.comm.timeouts.connect")
+    try:
+        return Client(address, set_as_default=set_as_default, security=sec, timeout=timeout)
+    except (OSError, TimeoutError) as exc:
+        raise ValueError(f"cannot reach a Dask scheduler at {address!r} within {timeout} "
+                         f"({type(exc).__name__}: {exc})") from None

@@ -73,8 +73,11 @@ def make_env(env_id: str, seed: int | None = None, max_episode_steps: int | None
     if max_episode_steps is not None and int(max_episode_steps) < 1:
         raise ValueError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
     _route_mujoco_warnings()
-    env = gym.make(env_id, max_episode_steps=max_episode_steps, disable_env_checker=True,
-                   **kwargs)
+    try:
+        env = gym.make(env_id, max_episode_steps=max_episode_steps, disable_env_checker=True,
+                       **kwargs)
+    except TypeError as exc:  # an argument the environment does not take
+        raise ValueError(f"env_kwargs {kwargs!r} do not fit {env_id!r}: {exc}") from None
     if seed is not None:
         env.reset(seed=int(seed))
         env.action_space.seed(int(seed))

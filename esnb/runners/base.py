@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -99,6 +100,8 @@ class Runner:
         self.error: BaseException | None = None
         self.iteration = 0
         self.wall_time = 0.0
+        self._keeper = None
+        self._saved_target: dict[str, float] = {}
 
     # -- to implement ------------------------------------------------------------------------
     def _iteration(self, snapshot: ControlSnapshot) -> dict[str, Any]:
@@ -232,8 +235,9 @@ class Runner:
                 continue
             if key not in now:
                 raise ValueError(f"unknown budget {key!r}; known: {', '.join(now)}")
-            if amount < 0:
-                raise ValueError(f"budget {key} must be >= 0, got {amount}")
+            if isinstance(amount, bool) or not isinstance(amount, (int, float, np.number)) \
+                    or not math.isfinite(float(amount)) or amount < 0:
+                raise ValueError(f"budget {key} must be a finite number >= 0, got {amount!r}")
             target[key] = now[key] + amount
         return target
 
@@ -263,6 +267,8 @@ class Runner:
                     if self._pending_steps > 0:
                         self._pending_steps -= 1
                     self._cond.notify_all()
+            if self._keeper is not None:  # stopped or finished: leave where it ended
+                self._keeper.save(self)
         except BaseException as exc:  # noqa: BLE001 - reported through state/error/wait()
             log.exception("%s run failed", self.algorithm)
             with self._cond:
@@ -292,6 +298,8 @@ class Runner:
                 fn(row)
             except Exception:  # an observer must never end a run
                 log.exception("observer %r failed", fn)
+        if self._keeper is not None and self._keeper.due():
+            self._keeper.save(self)
         return row
 
     def _log_changes(self, changes: list[ControlChange], version: int) -> None:
@@ -346,57 +354,33 @@ class Runner:
     # -- checkpoints -------------------------------------------------------------------------
     def save(self, path) -> Any:
         """Write a checkpoint; safe to call while running (it waits for the iteration)."""
-        from esnb.record import history_to_json, save_checkpoint
+        from esnb.runners.checkpoint import save_runner
 
-        with self._iter_lock:
-            meta, arrays = self._state_dict()
-            meta = {
-                **meta,
-                "config": self.config_dict(),
-                "name": self.name,
-                "iteration": self.iteration,
-                "wall_time": self.wall_time,
-                "controls": self.controls.as_dict(),
-                "controls_version": self.controls.version,
-                "control_changes": [c.__dict__ for c in self.controls.changes],
-                "applied_version": self._applied_version,
-                "history": history_to_json(self._records),
-                "change_log": history_to_json(self._change_log),
-            }
-            return save_checkpoint(path, self.algorithm, meta, arrays)
+        return save_runner(self, path)
 
     @classmethod
     def load(cls, path, client=None, **overrides) -> Runner:
         """Rebuild a runner from :meth:`save`'s file and continue from where it stopped.
 
-        ``overrides`` replace constructor arguments that do not change the run's identity
-        (e.g. ``name``); the controls come back with the values they had.
+        ``overrides`` replace settings that do not change the run's identity (and ``name``);
+        the controls come back with the values they had. A damaged, foreign or inconsistent
+        file raises :class:`~esnb.record.CheckpointError`.
         """
-        from esnb.record import CheckpointError, load_checkpoint
+        from esnb.runners.checkpoint import load_runner
 
-        meta, arrays = load_checkpoint(path, cls.algorithm)
-        try:
-            saved = {k: v for k, v in meta["config"].items() if k != "name"}
-            name = overrides.pop("name", meta.get("name"))
-            config = cls.Config.from_dict(saved)
-            if overrides:
-                config = config.replace(**overrides)
-            runner = cls(client=client, config=config, name=name)
-            runner.controls.restore(meta["controls"], meta.get("control_changes", ()),
-                                    meta.get("controls_version", 0))
-            runner._applied_version = meta.get("applied_version", runner.controls.version)
-            runner.iteration = int(meta["iteration"])
-            runner.wall_time = float(meta["wall_time"])
-            runner._records = list(meta["history"])
-            runner._change_log = list(meta.get("change_log", []))
-            runner._load_state_dict(meta, arrays)
-        except (KeyError, TypeError, ValueError) as exc:
-            if isinstance(exc, CheckpointError):
-                raise
-            raise CheckpointError(
-                f"{path} does not match a {cls.algorithm} run: {type(exc).__name__}: {exc}"
-            ) from exc
-        return runner
+        return load_runner(cls, path, client, **overrides)
+
+    def keep_checkpoints(self, path, every: float = 60.0) -> None:
+        """Write a checkpoint to ``path`` every ``every`` seconds while the run goes (between
+        iterations), and when it stops or finishes (``stop()`` included)."""
+        from esnb.runners.checkpoint import CheckpointKeeper
+
+        self._keeper = CheckpointKeeper(path, every)
+
+    @property
+    def saved_target(self) -> dict[str, float]:
+        """The budget (absolute counter values) the run was going to when it was saved."""
+        return dict(self._saved_target)
 
     def __repr__(self) -> str:
         return (f"<{type(self).__name__} {self.name!r} state={self.state} "

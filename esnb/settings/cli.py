@@ -36,7 +36,7 @@ def _parser_for(name: str, meta: Setting) -> Callable[[str], Any]:
         except ValueError:
             words = " or ".join(repr(s) for s in meta.special)
             raise argparse.ArgumentTypeError(
-                f"{_flag(name)} must be {allowed(meta)}, got {text!r}"
+                f"must be {allowed(meta)}, got {text!r}"
                 + (f" ({words} accepted)" if words else "")) from None
         return text
 

@@ -51,7 +51,9 @@ def adapt(args: argparse.Namespace, values: dict[str, Any]) -> tuple[type, dict[
     from esnb.runners.eorl.runner import RUNNERS, algorithm_runner
 
     if args.resume:
-        algorithm = checkpoint_algorithm(args.resume)
+        from esnb.record import checkpoint_of
+
+        algorithm = checkpoint_algorithm(checkpoint_of(args.resume))
         classes = {c.algorithm: c for c in RUNNERS.values()}
         if algorithm not in classes:
             raise ValueError(f"{args.resume} holds a {algorithm!r} run, not one of "

@@ -303,6 +303,13 @@ class ES(Runner):
                 f"checkpoint has {arrays['theta'].shape[0]} parameters, this policy "
                 f"{self.spec.num_params}"
             )
+        missing = [k for k in ("adam_exp_avg", "adam_exp_avg_sq", "adam_step", "obs_sum",
+                               "obs_sumsq") if k not in arrays and
+                   (k.startswith("obs") or int(meta["iteration"]) > 0)]
+        if missing:  # a run that took steps has Adam's state: without it, it would not resume
+            raise ValueError(f"checkpoint misses the arrays {', '.join(missing)}")
+        if "adam_step" in arrays and not float(arrays["adam_step"]) >= 0:
+            raise ValueError(f"adam_step must be >= 0, got {float(arrays['adam_step'])}")
         self.es.load_state_dict(arrays)
         self.obs_stats.load_state_dict(
             {"sum": arrays["obs_sum"], "sumsq": arrays["obs_sumsq"], "count": meta["obs_count"]})

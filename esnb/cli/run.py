@@ -1,0 +1,161 @@
+"""One ``esnb train`` (or ``esnb demo``) run from start to exit: checked inputs, a run folder,
+periodic checkpoints, clean interrupts, resumes.
+
+Order of work, so that a mistake costs nothing: every setting is validated and the env id
+checked, the run folder created and proven writable, and only then is a cluster started. While
+the run goes, a checkpoint is written every ``--checkpoint-every`` seconds into the run folder.
+SIGINT (Ctrl-C) or SIGTERM (``scancel``, a batch time limit) stops the run after its current
+iteration; the checkpoint and the run folder are written, the cluster released, and one line
+says where the run stopped and the exact command that resumes it (exit 130 / 143). A second
+Ctrl-C exits at once.
+
+Budgets on the command line are the run's totals (``--generations 30`` ends at generation 30,
+resumed or not); a resume without a budget flag continues to the budget it was given.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from esnb.record import checkpoint_of, load_checkpoint
+
+#: a run name: letters, digits, ``._-``, not starting with a dot (it names a folder of runs/)
+NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+RUNS = Path("runs")
+
+
+@dataclass
+class Plan:
+    """A run, checked before anything starts."""
+
+    cls: type
+    folder: Path
+    name: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    resume: Path | None = None
+    live_changes: dict[str, Any] = field(default_factory=dict)
+    saved_target: dict[str, float] = field(default_factory=dict)
+
+
+def check_name(name: str) -> str:
+    if not isinstance(name, str) or not NAME.fullmatch(name) or ".." in name:
+        raise ValueError(f"--name must be a plain name (letters, digits, '._-', no path), "
+                         f"got {name!r}")
+    return name
+
+
+def plan_run(cls: type, values: dict[str, Any], args) -> Plan:
+    """Validate everything the run needs before a cluster starts: settings (or the
+    checkpoint and what the flags change in it), the env id, the run folder."""
+    from esnb.envs.make import check_env_id
+    from esnb.runners.checkpoint import check_writable
+
+    if args.workers < 0:
+        raise ValueError(f"--workers must be >= 0 (0: this process), got {args.workers}")
+    if args.resume:
+        return _plan_resume(cls, values, args)
+    config = cls.Config.build(args.preset, **values)
+    if not config.declarations()["env"][0].choices:  # a choice of envs is checked already
+        check_env_id(config.env)
+    name = check_name(args.name) if args.name else \
+        f"{cls.algorithm.lower()}-{time.strftime('%Y%m%d-%H%M%S')}"
+    folder = check_writable(Path(args.out) if args.out else RUNS / name)
+    return Plan(cls, folder, name, settings=config.to_dict())
+
+
+def _plan_resume(cls: type, values: dict[str, Any], args) -> Plan:
+    from esnb.runners.checkpoint import check_writable
+
+    path = checkpoint_of(args.resume)
+    meta, _ = load_checkpoint(path, cls.algorithm)
+    saved = meta["config"]
+    config = cls.Config.from_dict({k: v for k, v in saved.items() if k != "name"})
+    declared, before = config.declarations(), config.to_dict()
+    live, fixed = {}, []
+    for key, value in values.items():
+        value = config.replace(**{key: value}).to_dict()[key]  # checked as a new run's would be
+        if declared[key][0].live:
+            live[key] = value
+        elif value != before[key]:
+            fixed.append(f"{key} (saved {before[key]!r}, given {value!r})")
+    if fixed:
+        raise ValueError(f"{path} was run with other fixed settings; leave them out or start "
+                         f"a new run: {', '.join(fixed)}")
+    name = check_name(args.name) if args.name else meta.get("name", path.parent.name)
+    folder = check_writable(Path(args.out) if args.out else path.parent)
+    return Plan(cls, folder, name, resume=path, live_changes=live,
+                saved_target=dict(meta.get("target") or {}))
+
+
+def build_runner(plan: Plan, executor):
+    if plan.resume is not None:
+        runner = plan.cls.load(plan.resume, client=executor, name=plan.name)
+        if plan.live_changes:
+            runner.controls.set(**plan.live_changes)  # recorded as control changes
+        return runner
+    return plan.cls(client=executor, config=plan.cls.Config.from_dict(plan.settings),
+                    name=plan.name)
+
+
+def remaining(runner, given: dict[str, float], default: dict[str, float],
+              saved: dict[str, float]) -> dict[str, float]:
+    """The budget still to run: the given totals, else the saved run's, else the default."""
+    totals = given or saved or default
+    now = runner._progress()
+    return {key: max(0.0, float(total) - float(now.get(key, 0))) for key, total in totals.items()}
+
+
+class Interrupts:
+    """SIGINT and SIGTERM while a run goes: the first stops it after its current iteration (the
+    runner then writes its checkpoint); a second SIGINT exits at once."""
+
+    def __init__(self, runner):
+        self.runner = runner
+        self.signum: int | None = None
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> Interrupts:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+    def _handle(self, signum, frame) -> None:
+        if self.signum is not None and signum == signal.SIGINT:
+            sys.stderr.write("\nesnb: interrupted twice: exiting now\n")
+            os._exit(130)
+        if self.signum is None:
+            self.signum = signum
+            sys.stderr.write(f"\nesnb: {signal.Signals(signum).name}: stopping after the "
+                             f"current iteration and writing a checkpoint (Ctrl-C again to "
+                             f"quit at once)\n")
+            self.runner.stop()
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + int(self.signum) if self.signum is not None else 0
+
+
+def resume_command(argv0: str, command: str, folder: Path) -> str:
+    return f"{argv0} {command} --resume {shlex.quote(str(folder))}"
+
+
+def stopped_line(runner, signum: int, command: str) -> str:
+    """The one line printed on an interrupt: where the run stopped, how to resume it."""
+    progress = runner._progress()
+    where = f"{runner.iteration_column} {runner.iteration:,}"
+    if "env_steps" in progress:
+        where += f", {int(progress['env_steps']):,} env steps"
+    return (f"esnb: {signal.Signals(signum).name}: {runner.algorithm} run stopped at {where}; "
+            f"checkpoint written; resume with: {command}")
