@@ -61,8 +61,9 @@ def test_train_eorl_cli_writes_a_run_folder_and_resumes(tmp_path, capsys):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["algorithm"] == "EORL" and summary["last"]["episode"] == 40
     assert summary["final_eval_episodes"] == 3
+    # budgets are the run's totals: 50 episodes in all
     code = main(["train", "eorl", "--env", "bitflip", "--size", "5", "--subgoal", "1",
-                 "--episodes", "10", "--workers", "0", "--resume", str(out / "checkpoint.npz"),
+                 "--episodes", "50", "--workers", "0", "--resume", str(out / "checkpoint.npz"),
                  "--out", str(tmp_path / "more"), "--final-eval", "1", "--no-progress"])
     assert code == 0
     more = json.loads((tmp_path / "more" / "summary.json").read_text())

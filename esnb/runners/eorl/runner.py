@@ -167,6 +167,8 @@ class CEMRLRoundRobin(EpisodeRunner):
     algorithm = "CEM-RL"
     Config = CEMRLRoundRobinConfig
     learner_class = CEMRRLearner
+    #: a member not yet evaluated has no last return (NaN)
+    nonfinite_arrays = ("last_return",)
 
 
 class EORL(EpisodeRunner):
