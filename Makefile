@@ -1,23 +1,59 @@
-# Two commands on a fresh machine: `make demo` and `make test` (they install what they need).
+# Two commands on a fresh machine: `make demo` and `make test` (they install what they need);
+# `make lab` opens the tutorials in JupyterLab.
 PY ?= python3
 PIP ?= $(PY) -m pip
 
-.PHONY: install install-test demo test lint
+# torch's CPU build. PyPI's Linux torch wheel is the CUDA build, which pulls several GB of
+# nvidia-* packages, so torch is installed before esnb (whose bare `torch` requirement is then
+# met) in two tries:
+# 1. `torch==2.13.0+cpu` through pip's own configuration: found where a local CPU wheel is
+#    served (a wheelhouse in pip's find-links, a mirror); PyPI has no +cpu release, so on any
+#    other machine this fails at once, without downloading anything;
+# 2. otherwise PyTorch's CPU index (the CPU build for Linux, Windows and macOS alike).
+# A torch already installed at that release satisfies try 1 and nothing is downloaded.
+TORCH ?= 2.13.0
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 
-# torch first, from the CPU build: a bare `torch` requirement would pull a multi-GB CUDA build
-install:
-	$(PIP) install torch==2.13.0
+.PHONY: install install-test install-lab torch demo test lab lint notebook-filter
+
+torch:
+	@$(PIP) install -q "torch==$(TORCH)+cpu" 2>/dev/null \
+	  || { echo "no local CPU wheel of torch $(TORCH): installing it from $(TORCH_CPU_INDEX)"; \
+	       $(PIP) install "torch==$(TORCH)" --index-url $(TORCH_CPU_INDEX); }
+
+install: torch
 	$(PIP) install -e .
 
-install-test:
-	$(PIP) install torch==2.13.0
+install-test: torch
 	$(PIP) install -e ".[test]"
+
+install-lab: torch
+	$(PIP) install -e ".[lab]"
 
 demo: install
 	esnb demo
 
+# -rs: the reason of every skipped test is printed (also set in pyproject.toml's addopts)
 test: install-test
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -rs
 
+# JupyterLab (with Dask's panes) on the tutorials; saved outputs never reach a commit
+lab: install-lab notebook-filter
+	$(PY) -m jupyterlab tutorials
+
+# A git filter that strips outputs and execution counts from notebooks as they are staged
+# (cell ids kept: the stored notebooks are exactly what it produces). JupyterLab autosaves
+# outputs into the working copy; `git diff` and commits never see them.
+notebook-filter:
+	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+	  git config filter.nbstripout.clean '"$(PY)" -m nbstripout --keep-id' && \
+	  git config filter.nbstripout.smudge cat && \
+	  git config filter.nbstripout.required true && \
+	  git config diff.ipynb.textconv '"$(PY)" -m nbstripout --keep-id -t' && \
+	  echo "notebook outputs are stripped when staged (git filter nbstripout, .gitattributes)"; \
+	fi
+
+# ruff, and the notebooks as committed: no outputs, no execution counts
 lint:
 	ruff check .
+	$(PY) scripts/check_notebooks.py
