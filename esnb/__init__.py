@@ -1,15 +1,25 @@
 """esnb: evolution strategies and reinforcement learning on Dask, notebook-first.
 
 Heavy modules (torch, distributed) load on first use, so a rollout worker that only needs
-numpy and gymnasium starts fast and small.
+numpy and gymnasium starts fast and small. ``import esnb`` registers esnb's gymnasium
+environments (``esnb/BitFlip-v0``, ``esnb/GridNav-v0``) without importing gymnasium itself.
 """
 
 from __future__ import annotations
 
 import esnb.config  # noqa: F401  (registers esnb's dask config defaults)
-from esnb.lazy import lazy_names
+from esnb.lazy import after_import, lazy_names
 
 __version__ = "0.1.0"
+
+
+def _register_envs() -> None:
+    import esnb.envs.registration  # noqa: F401
+
+
+# gymnasium's convention: importing the package registers its environments
+# (``gymnasium.make("esnb/BitFlip-v0")``, ``"esnb/GridNav-v0"``), here once gymnasium is imported
+after_import("gymnasium", _register_envs)
 
 _LAZY = {
     "ES": "esnb.runners.es",

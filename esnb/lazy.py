@@ -4,6 +4,9 @@ esnb (a config, a plot declaration, a worker task) never pulls torch, bokeh or d
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.util
+import sys
 from collections.abc import Callable, Mapping
 
 
@@ -28,3 +31,61 @@ def lazy_names(package: str, names: Mapping[str, str]) -> tuple[Callable, Callab
         return sorted(set(module_globals) | set(names))
 
     return __getattr__, __dir__
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: wraps ``name``'s loader so ``callback`` runs once it has loaded.
+
+    It stays in ``sys.meta_path`` until the module is really executed (a bare
+    ``importlib.util.find_spec(name)``, asking whether a package is installed, loads nothing).
+    """
+
+    def __init__(self, name: str, callback: Callable[[], None]):
+        self.name, self.callback = name, callback
+        self._finding = False
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name or self._finding:
+            return None
+        self._finding = True  # the finders after this one locate the module
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self._finding = False
+        if spec is not None and spec.loader is not None:
+            spec.loader = _ThenCall(spec.loader, self)
+        return spec
+
+    def loaded(self) -> None:
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+            self.callback()
+
+
+class _ThenCall(importlib.abc.Loader):
+    def __init__(self, loader, finder: _AfterImport):
+        self.loader, self.finder = loader, finder
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        self.loader.exec_module(module)
+        self.finder.loaded()
+
+    def __getattr__(self, name: str):  # get_resource_reader, is_package, ...
+        return getattr(self.loader, name)
+
+
+def after_import(name: str, callback: Callable[[], None]) -> None:
+    """Call ``callback()`` once the top-level module ``name`` is imported: now if it is, else
+    right after whoever imports it first (without importing it here).
+
+    ``import esnb`` registers esnb's gymnasium environments this way: ``gymnasium.make(
+    "esnb/BitFlip-v0")`` works after ``import esnb`` in either order, and ``import esnb``
+    does not pay for importing gymnasium (~70 ms) where nothing uses it.
+    """
+    if name in sys.modules:
+        callback()
+    elif not any(isinstance(f, _AfterImport) and f.name == name for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport(name, callback))
