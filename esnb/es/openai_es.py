@@ -8,8 +8,8 @@ released code (which the IW-ES paper used), is
 
     g = (1/N) * sum_i s_i * eps_i,     N = 2 * pairs, eps_i signed for the mirrored half,
 
-and theta takes one Adam step on ``-g + weight_decay * theta`` (``torch.optim.Adam`` on the
-flat vector). Everything here is numpy/torch on the driver; rollouts happen elsewhere.
+and theta takes one Adam step on ``-g + weight_decay * theta`` (:class:`esnb.es.adam.Adam`,
+numpy float32: workers replicate it bitwise). numpy only: no torch here.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
+from esnb.es.adam import Adam
 from esnb.es.gradient import es_gradient
 from esnb.es.shaping import get_shaping
 from esnb.noise import NoiseTable
@@ -47,25 +47,18 @@ class OpenAIES:
     lr : float
         Adam step size (live: pass it to every :meth:`tell`).
     betas, eps : Adam's other constants.
-
-    Notes
-    -----
-    ``theta`` is a numpy view of the optimiser's parameter tensor: no copies between them.
     """
 
     def __init__(self, theta: np.ndarray, noise: NoiseTable, lr: float = 0.01,
                  betas=(0.9, 0.999), eps: float = 1e-8):
-        self.param = torch.nn.Parameter(torch.tensor(np.asarray(theta, dtype=np.float32)))
-        self.optimizer = torch.optim.Adam([self.param], lr=lr, betas=betas, eps=eps)
+        self.theta = np.array(theta, dtype=np.float32)
+        self.adam = Adam(self.theta.size, betas, eps)
+        self.lr = float(lr)
         self.noise = noise
 
     @property
-    def theta(self) -> np.ndarray:
-        return self.param.detach().numpy()
-
-    @property
     def dim(self) -> int:
-        return self.param.numel()
+        return self.theta.size
 
     def ask(self, rng: np.random.Generator, pairs: int) -> np.ndarray:
         """Noise offsets for ``pairs`` mirrored pairs."""
@@ -82,52 +75,34 @@ class OpenAIES:
 
     def apply_gradient(self, g: np.ndarray, *, lr: float, weight_decay: float = 0.0) -> dict:
         """One Adam step on ``-g + weight_decay * theta``; returns norms for the history."""
-        before = self.param.detach().clone()
-        grad = torch.from_numpy(np.asarray(g, dtype=np.float32))
-        if weight_decay:
-            grad = -grad + weight_decay * before
-        else:
-            grad = -grad
-        self.param.grad = grad
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        self.optimizer.step()
-        self.param.grad = None
-        step = self.param.detach() - before
-        theta_norm = float(torch.linalg.vector_norm(self.param.detach()))
-        step_norm = float(torch.linalg.vector_norm(step))
-        return {
-            "grad_norm": float(np.linalg.norm(g)),
-            "update_norm": step_norm,
-            "theta_norm": theta_norm,
-            "update_ratio": step_norm / max(theta_norm, 1e-12),
-        }
+        return adam_step(self.theta, self.adam, g, lr, weight_decay)
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """Flat arrays: theta and Adam's moments and step count."""
-        st = self.optimizer.state.get(self.param, {})
-        out = {"theta": self.theta.copy()}
-        if st:
-            out["adam_exp_avg"] = st["exp_avg"].numpy().copy()
-            out["adam_exp_avg_sq"] = st["exp_avg_sq"].numpy().copy()
-            out["adam_step"] = np.asarray(float(st["step"]), dtype=np.float64)
-        return out
+        return {"theta": self.theta.copy(), **self.adam.state_dict()}
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
         theta = np.asarray(state["theta"], dtype=np.float32)
         if theta.shape != (self.dim,):
             raise ValueError(f"theta of shape {theta.shape}, expected ({self.dim},)")
-        for key in ("adam_exp_avg", "adam_exp_avg_sq"):  # refused now, not at the next step
-            if key in state and np.shape(state[key]) != (self.dim,):
-                raise ValueError(f"{key} of shape {np.shape(state[key])}, expected ({self.dim},)")
-        with torch.no_grad():
-            self.param.copy_(torch.from_numpy(theta.copy()))
-        self.optimizer.state.clear()
-        if "adam_exp_avg" in state:
-            self.optimizer.state[self.param] = {
-                "step": torch.tensor(float(state["adam_step"]), dtype=torch.float32),
-                "exp_avg": torch.from_numpy(np.array(state["adam_exp_avg"], dtype=np.float32)),
-                "exp_avg_sq": torch.from_numpy(
-                    np.array(state["adam_exp_avg_sq"], dtype=np.float32)
-                ),
-            }
+        adam = Adam(self.dim, self.adam.betas, self.adam.eps)
+        if "adam_exp_avg" in state:  # refused now, not at the next step
+            adam.load_state_dict(state)
+        self.theta, self.adam = theta.copy(), adam
+
+
+def adam_step(theta: np.ndarray, adam: Adam, g: np.ndarray, lr: float,
+              weight_decay: float = 0.0) -> dict:
+    """``theta`` (in place) one Adam step on ``-g + weight_decay * theta``; the step's norms.
+
+    The one update of ES and IW-ES: the driver and every worker replica call it with the same
+    numbers and get the same bits."""
+    before = theta.copy()
+    grad = -np.asarray(g, dtype=np.float32)
+    if weight_decay:
+        grad += np.float32(weight_decay) * before
+    adam.step(theta, grad, lr)
+    theta_norm = float(np.linalg.norm(theta))
+    step_norm = float(np.linalg.norm(theta - before))
+    return {"grad_norm": float(np.linalg.norm(g)), "update_norm": step_norm,
+            "theta_norm": theta_norm, "update_ratio": step_norm / max(theta_norm, 1e-12)}
