@@ -1,5 +1,6 @@
 """The ``esnb`` command, run as a real subprocess."""
 
+import argparse
 import json
 import subprocess
 import sys
@@ -109,3 +110,59 @@ def test_settings_page_is_derived_from_the_code():
     page = Path(__file__).resolve().parents[1] / "docs" / "settings.md"
     assert page.read_text() == settings_markdown(), \
         "docs/settings.md is stale: esnb docs settings > docs/settings.md"
+
+
+def _commands(parser, path=("esnb",)):
+    """Every (command path, parser, help line in its parent's list) of the esnb command."""
+    yield path, parser, None
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help for a in action._choices_actions}
+            for name, sub in action.choices.items():
+                for found in _commands(sub, (*path, name)):
+                    yield found if found[0] != (*path, name) else (found[0], sub, helps[name])
+
+
+def test_every_command_has_a_description_and_every_flag_a_default_and_a_sentence():
+    """`esnb --help`, `esnb demo --help`, `esnb train <algo> --help`, `esnb bench <name>
+    --help`...: plain text (no RST markup), whole one-line summaries, every flag with a help
+    and its default."""
+    from esnb.cli import build_parser
+    from esnb.cli.helptext import first_sentence
+
+    problems = []
+    for path, parser, summary in _commands(build_parser()):
+        command = " ".join(path)
+        text = parser.format_help()
+        if not parser.description:
+            problems.append(f"{command}: no description")
+        if "``" in text or ":class:" in text or "**" in text:
+            problems.append(f"{command}: docstring markup in --help")
+        if summary is not None and (summary != first_sentence(parser.description)
+                                    or not summary.rstrip(")").endswith((".", ")"))):
+            problems.append(f"{command}: one-line help {summary!r} is not its first sentence")
+        formatter = parser._get_formatter()
+        for action in parser._actions:
+            if not action.option_strings or isinstance(action, argparse._HelpAction):
+                continue
+            help_text = formatter._expand_help(action) if action.help else ""
+            flag = action.option_strings[-1]
+            if len(help_text.split()) < 3:
+                problems.append(f"{command} {flag}: no sentence of help")
+            if "default" not in help_text.lower():
+                problems.append(f"{command} {flag}: no default in {help_text!r}")
+            if action.choices and parser.format_usage().count("{") == 0:
+                problems.append(f"{command} {flag}: choices not shown")
+    assert not problems, "\n".join(problems)
+
+
+def test_first_sentence_is_whole():
+    from esnb.cli.helptext import first_sentence, plain
+
+    assert first_sentence("OpenAI-ES (Salimans et al. 2017); IW-ES with --iw-k. More.") == \
+        "OpenAI-ES (Salimans et al. 2017); IW-ES with --iw-k."
+    assert first_sentence("Ape-X on a LocalCluster: CartPole-v1 and\nInvertedPendulum-v5, "
+                          "timed.\n\nEach run") == \
+        "Ape-X on a LocalCluster: CartPole-v1 and InvertedPendulum-v5, timed."
+    assert plain("a :class:`~esnb.replay.server.ReplayServer`, ``env.step`` and **x**") == \
+        "a ReplayServer, env.step and x"

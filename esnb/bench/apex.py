@@ -31,12 +31,16 @@ SETTINGS = {
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--variant", choices=("dqn", "dpg", "both"), default="both")
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--dqn-seconds", type=float, default=None, help="time limit (default 180)")
-    p.add_argument("--dpg-seconds", type=float, default=None, help="time limit (default 300)")
-    p.add_argument("--json", default=None, help="also write the figures to this file")
+    p.add_argument("--variant", choices=("dqn", "dpg", "both"), default="both",
+                   help="Ape-X DQN on CartPole-v1, Ape-X DPG on InvertedPendulum-v5, or both")
+    p.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes")
+    p.add_argument("--seed", type=int, default=0, help="seed of every random draw of a run")
+    p.add_argument("--dqn-seconds", type=float, default=None,
+                   help="time limit of the DQN run in seconds (default: 180)")
+    p.add_argument("--dpg-seconds", type=float, default=None,
+                   help="time limit of the DPG run in seconds (default: 300)")
+    p.add_argument("--json", default=None,
+                   help="also write the figures to this file (default: not written)")
 
 
 def measure(variant: str, workers: int = 2, seed: int = 0, limit: float | None = None,

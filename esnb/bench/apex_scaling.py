@@ -45,13 +45,18 @@ DEFAULTS = dict(env="CartPole-v1", actors=(1, 4, 16, 64), seconds=120.0, target=
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--actors", type=int, nargs="+", default=list(DEFAULTS["actors"]))
+    p.add_argument("--actors", type=int, nargs="+", default=list(DEFAULTS["actors"]),
+                   help="numbers of actors, one run each")
     p.add_argument("--seconds", type=float, default=DEFAULTS["seconds"],
                    help="wall-clock budget per run")
-    p.add_argument("--target", type=float, default=DEFAULTS["target"])
-    p.add_argument("--workers", type=int, default=DEFAULTS["workers"])
-    p.add_argument("--seed", type=int, default=DEFAULTS["seed"])
-    p.add_argument("--json", default=None, help="also write the summary to this file")
+    p.add_argument("--target", type=float, default=DEFAULTS["target"],
+                   help="greedy evaluation return that counts as solved")
+    p.add_argument("--workers", type=int, default=DEFAULTS["workers"],
+                   help="LocalCluster worker processes")
+    p.add_argument("--seed", type=int, default=DEFAULTS["seed"],
+                   help="seed of every random draw of a run")
+    p.add_argument("--json", default=None,
+                   help="also write the summary to this file (default: not written)")
 
 
 def measure(num_actors: int, client=None, budget: dict | None = None, *,

@@ -80,21 +80,30 @@ FULL = {"seeds": 10, "bitflip_sizes": (6, 7, 8, 9, 10), "gridnav_sizes": (8, 12,
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--env", choices=("bitflip", "gridnav"), default="bitflip")
+    p.add_argument("--env", choices=("bitflip", "gridnav"), default="bitflip",
+                   help="Table 1 (bitflip) or Table 3 (gridnav)")
     p.add_argument("--full", action="store_true",
                    help="the paper's setting: 10 seeds (GridNav: sizes 8-20)")
-    p.add_argument("--seeds", type=int, default=None, help="seeds per cell (0..N-1)")
-    p.add_argument("--sizes", type=int, nargs="+", default=None, help="sizes to run")
+    p.add_argument("--seeds", type=int, default=None,
+                   help="seeds per cell, 0..N-1 (default: 3, 10 with --full)")
+    p.add_argument("--sizes", type=int, nargs="+", default=None,
+                   help="sizes to run (default: bitflip 6-10; gridnav 8 12, with --full 8-20)")
     p.add_argument("--versions", nargs="+", default=None,
-                   help="gridnav versions as SUBGOALS@STOCH, e.g. 1@0.1 2-@0")
-    p.add_argument("--algorithms", nargs="+", default=None, help="table columns to run")
+                   help="gridnav versions as SUBGOALS@STOCH, e.g. 1@0.1 2-@0 (default: every "
+                        "version of the table)")
+    p.add_argument("--algorithms", nargs="+", default=None,
+                   help="table columns to run (default: all)")
     p.add_argument("--episodes", type=int, default=None,
-                   help="override the paper's episodes (for quick checks)")
+                   help="override the paper's episodes, for quick checks (default: the "
+                        "paper's)")
     p.add_argument("--workers", type=int, default=2, help="LocalCluster workers (0: inline)")
-    p.add_argument("--address", default=None, help="join this Dask scheduler instead")
-    p.add_argument("--out", default=None, help="write every run (CSV) to this file")
-    p.add_argument("--json", default=None, help="write the summary to this file")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--address", default=None,
+                   help="join this Dask scheduler instead (default: a LocalCluster)")
+    p.add_argument("--out", default=None,
+                   help="write every run (CSV) to this file (default: not written)")
+    p.add_argument("--json", default=None,
+                   help="write the summary to this file (default: not written)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar over runs")
 
 
 def _versions(args) -> list[tuple[str, float]]:

@@ -16,12 +16,13 @@ from esnb.bench.report import Session
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--env", default="HalfCheetah-v5")
+    p.add_argument("--env", default="HalfCheetah-v5", help="gymnasium environment id")
     p.add_argument("--generations", type=int, default=6, help="measured generations each")
-    p.add_argument("--population", type=int, default=40)
-    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--population", type=int, default=40, help="episodes per generation")
+    p.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes")
     p.add_argument("--raw-steps", type=int, default=20_000, help="raw steps per measurement")
-    p.add_argument("--json", default=None, help="also write the figures to this file")
+    p.add_argument("--json", default=None,
+                   help="also write the figures to this file (default: not written)")
 
 
 def _raw_rate(cfg, steps: int) -> float:

@@ -30,13 +30,15 @@ SPEC = {"obs": ((8,), "float32"), "action": "int64", "reward": "float32",
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--capacity", type=int, default=2 ** 20)
+    p.add_argument("--capacity", type=int, default=2 ** 20,
+                   help="replay capacity in transitions (filled before measuring)")
     p.add_argument("--batch", type=int, default=512, help="sample batch size")
     p.add_argument("--insert-batch", type=int, default=500, help="transitions per insert call")
     p.add_argument("--seconds", type=float, default=3.0, help="length of each measurement")
     p.add_argument("--repeats", type=int, default=3, help="measurements each (median)")
     p.add_argument("--no-cluster", action="store_true", help="in-process figures only")
-    p.add_argument("--json", default=None, help="also write the figures to this file")
+    p.add_argument("--json", default=None,
+                   help="also write the figures to this file (default: not written)")
 
 
 def make_batch(n: int, rng: np.random.Generator) -> dict:

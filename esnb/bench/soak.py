@@ -31,14 +31,15 @@ def add_arguments(p) -> None:
     p.add_argument("--warmup", type=float, default=60.0,
                    help="seconds of samples left out of the slope (imports, first buffers)")
     p.add_argument("--workers", type=int, default=2, help="workers of each cluster")
-    p.add_argument("--es-env", default="HalfCheetah-v5")
-    p.add_argument("--population", type=int, default=40)
-    p.add_argument("--apex-env", default="CartPole-v1")
-    p.add_argument("--apex-actors", type=int, default=2)
+    p.add_argument("--es-env", default="HalfCheetah-v5", help="environment of the ES run")
+    p.add_argument("--population", type=int, default=40, help="ES episodes per generation")
+    p.add_argument("--apex-env", default="CartPole-v1", help="environment of the Ape-X run")
+    p.add_argument("--apex-actors", type=int, default=2, help="Ape-X actors")
     p.add_argument("--no-apex", action="store_true", help="soak ES alone")
     p.add_argument("--max-slope", type=float, default=2.0,
                    help="MB/min above which a process counts as growing (exit code 1)")
-    p.add_argument("--json", default=None, help="also write samples and figures to this file")
+    p.add_argument("--json", default=None,
+                   help="also write samples and figures to this file (default: not written)")
 
 
 def slope_mb_per_min(t: np.ndarray, rss: np.ndarray) -> float:

@@ -1,4 +1,5 @@
-"""The ``esnb`` command: ``esnb demo``, ``esnb train <algorithm>``, ``esnb bench <name>``.
+"""The ``esnb`` command: ``esnb demo``, ``esnb train <algorithm>``, ``esnb bench <name>``,
+``esnb docs settings``.
 
 Algorithms and benchmarks plug in through the registries below: a trainer is a
 :class:`~esnb.cli.train.Trainer` (its flags derive from the algorithm's config dataclass); a
@@ -12,6 +13,7 @@ import importlib
 import logging
 import sys
 
+from esnb.cli.helptext import Formatter, first_sentence
 from esnb.cli.train import Trainer
 from esnb.runners.eorl.columns import CLI_FLAGS as EORL_FLAGS
 
@@ -92,9 +94,21 @@ BENCHMARKS: dict[str, str] = {
 }
 
 
+#: ``esnb --help``
+DESCRIPTION = """Evolution strategies and reinforcement learning on Dask: a demo, training runs of
+every algorithm (each writes a run folder: history.csv, summary.json, plot.html, a checkpoint),
+the benchmarks behind BENCHMARKS.md, and documentation derived from the code.
+
+Each command has its own --help, e.g. esnb train es --help."""
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse with a one-line error: the full usage of a command with 40 settings would bury
-    the line that says what is wrong."""
+    """argparse with a one-line error (the full usage of a command with 40 settings would bury
+    the line that says what is wrong) and esnb's help :class:`~esnb.cli.helptext.Formatter`."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -103,28 +117,35 @@ class Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     from esnb.cli import common
 
-    parser = Parser(prog="esnb", description=__doc__.splitlines()[0])
+    parser = Parser(prog="esnb", description=DESCRIPTION)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    demo = sub.add_parser("demo", help="OpenAI-ES learns HalfCheetah-v5 on 2 local workers")
+    demo = sub.add_parser("demo", help=first_sentence(common.DEMO_DESCRIPTION),
+                          description=common.DEMO_DESCRIPTION)
     common.add_demo_arguments(demo)
 
-    train = sub.add_parser("train", help="train one algorithm on one environment")
-    algos = train.add_subparsers(dest="algorithm", required=True)
+    train_text = ("Train one algorithm on one environment. Every setting of the algorithm is a "
+                  "flag (esnb train <algorithm> --help lists them with their defaults); the "
+                  "run writes runs/<name>/ and can be resumed from it.")
+    train = sub.add_parser("train", help=first_sentence(train_text), description=train_text)
+    algos = train.add_subparsers(dest="algorithm", required=True, metavar="ALGORITHM")
     for name, trainer in TRAINERS.items():
-        p = algos.add_parser(name, help=trainer.description.split(". ")[0],
+        p = algos.add_parser(name, help=first_sentence(trainer.description),
                              description=trainer.description)
         common.add_run_arguments(p)
         trainer.add_arguments(p)
         p.set_defaults(trainer=name)
 
-    docs = sub.add_parser("docs", help="print documentation derived from the code")
+    docs_text = "Print documentation derived from the code."
+    docs = sub.add_parser("docs", help=docs_text, description=docs_text)
     docs.add_argument("what", choices=["settings"],
                       help="settings: every algorithm's settings as markdown (docs/settings.md)")
 
-    bench = sub.add_parser("bench", help="benchmarks measured side by side in one run")
-    benches = bench.add_subparsers(dest="benchmark", required=True)
+    bench_text = ("Benchmarks, each measuring what it compares side by side in one run "
+                  "(BENCHMARKS.md gives every figure with its command).")
+    bench = sub.add_parser("bench", help=first_sentence(bench_text), description=bench_text)
+    benches = bench.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
     for name, module in BENCHMARKS.items():
         p, mod = _plugin_parser(benches, name, module)
         if mod is not None:
@@ -139,11 +160,12 @@ def _plugin_parser(subparsers, name: str, module: str):
     try:
         mod = importlib.import_module(module)
     except Exception as exc:  # noqa: BLE001 - reported when the command is used
-        p = subparsers.add_parser(name, help=f"(unavailable: {type(exc).__name__}: {exc})")
-        p.set_defaults(unavailable=f"esnb {name} is unavailable: {type(exc).__name__}: {exc}")
+        why = f"unavailable: {type(exc).__name__}: {exc}"
+        p = subparsers.add_parser(name, help=f"({why})", description=why)
+        p.set_defaults(unavailable=f"esnb {name} is {why}")
         return p, None
-    doc = mod.__doc__.strip().splitlines()[0] if mod.__doc__ else None
-    return subparsers.add_parser(name, help=doc), mod
+    return subparsers.add_parser(name, help=first_sentence(mod.__doc__),
+                                 description=mod.__doc__), mod
 
 
 def main(argv: list[str] | None = None) -> int:

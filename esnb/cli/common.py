@@ -35,6 +35,13 @@ def _seconds(text: str) -> float:
     return value
 
 
+DEMO_DESCRIPTION = """OpenAI-ES learns HalfCheetah-v5 on 2 local workers.
+
+2M env steps (about 1.5-2.5 minutes on a 2-core laptop) with a progress bar, then a final
+evaluation of the mean policy (2,000 or more expected) and the run folder runs/demo-<time>/:
+history.csv, summary.json, plot.html and checkpoint.npz."""
+
+
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """Flags every ``esnb train`` run shares (the algorithm's settings come from its config)."""
     p.add_argument("--preset", choices=PRESETS, default="laptop",
@@ -47,24 +54,29 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="noise-free episodes of the final policy (default: 10; 0: none)")
     p.add_argument("--resume", default=None, metavar="RUN",
                    help="continue the run in this run folder (or checkpoint file); live "
-                        "settings given beside it apply as control changes")
+                        "settings given beside it apply as control changes (default: a new "
+                        "run)")
 
 
 def add_cluster_arguments(p: argparse.ArgumentParser, workers: int = 2) -> None:
     p.add_argument("--workers", type=_workers, default=workers,
                    help=f"LocalCluster worker processes (0: run in this process; default: "
                         f"{workers})")
-    p.add_argument("--address", default=None, help="join this Dask scheduler instead")
+    p.add_argument("--address", default=None,
+                   help="join this Dask scheduler instead of starting a LocalCluster "
+                        "(default: a LocalCluster, or dask config esnb.cluster.type)")
     p.add_argument("--out", default=None,
                    help="run folder (default: runs/<name>, or the resumed run's folder)")
     p.add_argument("--checkpoint-every", type=_seconds, default=60.0, metavar="SECONDS",
                    help="write the run's checkpoint this often, and when it ends (default: 60)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (default: a bar on stderr)")
 
 
 def add_demo_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--steps", type=float, default=2_000_000, help="env-step budget")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--steps", type=float, default=2_000_000, metavar="N",
+                   help="env-step budget (whole generations: the last one may pass it)")
+    p.add_argument("--seed", type=int, default=0, help="seed of every random draw of the run")
     add_cluster_arguments(p)
 
 

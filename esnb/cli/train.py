@@ -58,8 +58,10 @@ class Trainer:
             + ", ".join(f"{v:g} {k.replace('_', ' ')}" for k, v in self.default_budget.items())
             + ")")
         for flag, (key, text) in self.budgets.items():
+            default = (f"{self.default_budget[key]:g} if no budget flag is given"
+                       if key in self.default_budget else "no limit")
             budget.add_argument("--" + flag, dest=f"budget_{key}", type=budget_amount,
-                                default=None, metavar="N", help=text)
+                                default=None, metavar="N", help=f"{text} (default: {default})")
         for flag, kw in self.extra.items():
             p.add_argument("--" + flag, **kw)
         settings_mod.add_arguments(p, load(self.config), skip=self.skip)
