@@ -166,3 +166,21 @@ def test_first_sentence_is_whole():
         "Ape-X on a LocalCluster: CartPole-v1 and InvertedPendulum-v5, timed."
     assert plain("a :class:`~esnb.replay.server.ReplayServer`, ``env.step`` and **x**") == \
         "a ReplayServer, env.step and x"
+
+
+def test_progress_bar_one_named_rate_the_budget_note_and_100_percent_when_passed(tmp_path):
+    """An env-step budget runs whole generations: said once up front; the bar names its one
+    throughput figure and ends at 100% although the last generation passes the budget."""
+    p = esnb("train", "es", "--env", "CartPole-v1", "--steps", "3000", "--workers", "0",
+             "--population", "10", "--noise-size", "1000000", "--final-eval", "0",
+             "--out", str(tmp_path / "r"))
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.count("runs whole generations") == 1
+    assert "reaches 3,000 env steps (it may pass it)" in p.stderr
+    states = [s for line in p.stderr.splitlines() for s in line.split("\r") if "|" in s]
+    last = states[-1]
+    steps = pd.read_csv(tmp_path / "r" / "history.csv").env_steps.iloc[-1]
+    assert steps > 3000  # the last generation passed the budget...
+    assert last.startswith("100%|")  # ...and the bar kept its percentage
+    assert "env steps/s" in last and last.count("/s") == 1  # one rate, named
+    assert sum(s.startswith("100%|") for s in states) == 1  # the last state, once

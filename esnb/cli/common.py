@@ -80,27 +80,69 @@ def add_demo_arguments(p: argparse.ArgumentParser) -> None:
     add_cluster_arguments(p)
 
 
-class Progress:
-    """A tqdm bar over the budget's counter, with the latest returns and speed."""
+#: the bar: no tqdm rate (the one steps/s figure is in the postfix, named), the percentage kept
+BAR_FORMAT = ("{percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt}{unit} "
+              "[{elapsed}<{remaining}{postfix}]")
 
-    def __init__(self, runner, unit: str, total: float | None, disable: bool = False):
+
+def budget_note(runner, unit: str, total: float) -> str | None:
+    """The line said before the bar when the budget is not counted in whole iterations: the
+    run stops at the first whole one that reaches it, so it may pass it."""
+    iteration = runner.iteration_column.replace("_", " ")
+    if unit.rstrip("s") == runner.iteration_column:
+        return None
+    return (f"esnb: {runner.algorithm} runs whole {iteration}s: it stops at the first one that "
+            f"reaches {total:,.0f} {unit.replace('_', ' ')} (it may pass it)")
+
+
+class Progress:
+    """A tqdm bar over the budget's counter with the latest returns and one throughput figure:
+    env steps per second of wall time since the first iteration (startup left out), named.
+
+    A run that passes its budget (the last generation of an env-step budget) ends at 100%: the
+    total grows to where it ended rather than the bar losing its percentage.
+    """
+
+    def __init__(self, runner, unit: str, total: float | None, disable: bool = False,
+                 file=None):
         self.unit = unit
         self.bar = tqdm(total=total, unit=" " + unit.replace("_", " "), unit_scale=True,
-                        dynamic_ncols=True, disable=disable, smoothing=0.1)
+                        dynamic_ncols=True, disable=disable, smoothing=0.1, file=file,
+                        bar_format=BAR_FORMAT if total else None)
         self.last = 0.0
+        self.first: tuple[float, float] | None = None  # (time, env steps) of the first row
         runner.add_observer(self)
+
+    def rate(self, row: dict) -> float | None:
+        steps = row.get("env_steps")
+        if steps is None or steps != steps:
+            return None
+        now = time.perf_counter()
+        if self.first is None:
+            self.first = (now, float(steps))
+            return None
+        seconds = now - self.first[0]
+        return (float(steps) - self.first[1]) / seconds if seconds > 0 else None
 
     def __call__(self, row: dict) -> None:
         now = float(row.get(self.unit, row.get(self.unit.rstrip("s"), 0)))
-        self.bar.update(now - self.last)
+        if self.bar.total is not None and now >= self.bar.total:
+            # the last row: 100% (the total grows to a passed budget rather than the bar losing
+            # its percentage), drawn once, by close()
+            self.bar.total = max(self.bar.total, now)
+            self.bar.n = now
+        else:
+            self.bar.update(now - self.last)
         self.last = now
-        post = {}
-        for key, label in (("return_mean", "ret"), ("eval_return", "eval"),
-                           ("steps_per_s", "steps/s")):
+        post = []
+        for key, label in (("return_mean", "ret"), ("eval_return", "eval")):
             v = row.get(key)
             if v is not None and v == v:
-                post[label] = f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
-        self.bar.set_postfix(post, refresh=False)
+                post.append(f"{label} {v:,.0f}" if abs(v) >= 100 else f"{label} {v:.3g}")
+        rate = self.rate(row)
+        if rate is not None:
+            post.append(f"{tqdm.format_sizeof(rate)} env steps/s")
+        self.bar.set_postfix_str(", ".join(post), refresh=False)
 
     def close(self) -> None:
         self.bar.close()
@@ -141,8 +183,11 @@ def run(cls, values: dict, args, command: str, budget: dict, default_budget: dic
             link = executor.dashboard_link
             print(banner + (f", dashboard {link}" if link else ""))
         unit, total = next(iter(todo.items()))
-        progress = Progress(runner, unit, runner._progress().get(unit, 0) + total,
-                            disable=args.no_progress)
+        total += runner._progress().get(unit, 0)
+        note = budget_note(runner, unit, total)
+        if note:
+            print(note, file=sys.stderr)
+        progress = Progress(runner, unit, total, disable=args.no_progress)
         with runs.Interrupts(runner) as interrupts:
             runner.start(**todo)
             try:
