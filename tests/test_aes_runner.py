@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from esnb.aes.rules import MEAN_RULES, call_rule
+from esnb.record import load_checkpoint
 from esnb.runners.aesrl import AESRL, AESRLConfig, CEMRLConfig
 
 #: InvertedPendulum (obs 4, act 1, short episodes) with small networks: fast on 2 busy cores
@@ -148,7 +149,10 @@ def test_checkpoint_round_trip_continues(run, client):
     assert np.array_equal(loaded.mu, runner.mu) and np.array_equal(loaded.var, runner.var)
     assert loaded.counters["env_steps"] == runner.counters["env_steps"]
     assert loaded.controls["mean_rule"] == "fixed_linear"
-    assert os.path.exists(str(path) + ".replay.npz")
+    replay = loaded._replay_restore  # the replay file the checkpoint names, checked on load
+    assert os.path.exists(replay["path"])
+    assert os.path.dirname(replay["path"]) == os.path.dirname(str(path))
+    assert replay["inserted"] >= runner.counters["env_steps"] > 0
     try:
         loaded.step(3)
         h = loaded.history
@@ -310,7 +314,8 @@ def test_cli_help_and_a_tiny_inline_run(tmp_path):
     assert summary["final_eval_episodes"] == 2
     h = pd.read_csv(out / "history.csv")
     assert h.env_steps.iloc[-1] >= 300 and (h.kind == "RL").any()
-    assert (out / "checkpoint.npz.replay.npz").exists()
+    record = load_checkpoint(out / "checkpoint.npz")[0]["replay"]
+    assert (out / record["file"]).exists() and record["inserted"] >= h.env_steps.iloc[-1]
 
 
 async def _sigkill():
@@ -365,5 +370,11 @@ def test_killing_workers_mid_run_loses_no_update_state(fresh_client, caplog):
         assert runner.dist.updates == h.applied.sum()
         assert h.critic_updates.iloc[-1] >= h.critic_updates[h["update"] == state[2]].iloc[0]
         assert "recreated" in caplog.text
+        # the transitions each loss took: inserted before it - inserted in what it restored
+        reports = runner.replay.recoveries
+        assert len(reports) == c["replay_recreations"] >= 1
+        assert all(r["lost"] == r["inserted_before"] - r["inserted_restored"] for r in reports)
+        assert runner.replay.lost_items == sum(r["lost"] for r in reports) >= c["replay_lost"]
+        assert c["replay_lost"] > 0 and h.replay_lost.is_monotonic_increasing
     finally:
         runner.close()

@@ -89,11 +89,21 @@ def test_apex_survives_the_loss_of_the_replay_worker(fresh_client, tmp_path):
     finally:
         runner.stop()
         runner.wait(60)
+        reports = list(runner.replay.recoveries) if runner.replay is not None else []
         runner.close()
     h = runner.history
     last = h.iloc[-1]
     assert last.replay_generation == 1 and last.replay_recreations == 1
-    assert last.replay_lost >= 0 and last.replay_checkpoints >= 1
+    assert last.replay_checkpoints >= 1
+    # the transitions lost: inserted before the loss - inserted in the restored checkpoint
+    # (never a size difference: at its soft capacity the replay's size does not move)
+    (report,) = reports
+    assert report["lost"] == report["inserted_before"] - report["inserted_restored"] >= 0
+    assert last.replay_lost == report["lost"]
+    seen = h[h.replay_recreations == 0].replay_inserted.max()  # what history saw before
+    assert report["inserted_before"] >= seen
+    assert report["lost"] >= seen - report["inserted_restored"]
+    assert h[h.replay_recreations == 1].replay_inserted.iloc[0] >= report["inserted_restored"]
     assert last.loop_restarts >= 1  # the loop that shared the killed worker came back
     assert runner.learner_steps > before
     assert victim not in client.scheduler_info()["workers"]

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from esnb.record import load_checkpoint
 from esnb.runners.aesrl import CEMRL, train_cemrl
 
 ENV = "InvertedPendulum-v5"
@@ -140,6 +141,6 @@ def test_cli_trains_cemrl(tmp_path):
                  "--rl-start-step", "20", "--max-episode-steps", "40", "--eval-episodes", "2",
                  "--final-eval", "2", "--no-progress", "--out", str(out)])
     assert code == 0
-    for name in ("history.csv", "summary.json", "checkpoint.npz", "plot.html",
-                 "checkpoint.npz.replay.npz"):
+    record = load_checkpoint(out / "checkpoint.npz")[0]["replay"]
+    for name in ("history.csv", "summary.json", "checkpoint.npz", "plot.html", record["file"]):
         assert (out / name).exists(), name

@@ -33,7 +33,8 @@ def test_batched_calls_through_the_actor(client, tmp_path, where):
         assert replay.call("sample", 8, 4) is None  # under min_size: nothing, no error
         out = replay.call("add", batch(200), np.linspace(0.1, 2, 200), (3, np.arange(200)),
                           {"loop": 0, "env_steps": 200, "episodes": [(3, 12.0, 40)]})
-        assert out == {"stored": 200, "size": 200, "throttle": False}
+        assert out == {"stored": 200, "size": 200, "inserted": 200, "generation": 0,
+                       "throttle": False}
         again = replay.call("add", batch(200), None, (3, np.arange(200)))
         assert again["stored"] == 0  # a redelivered batch is dropped by the actor's marks
         data = replay.call("sample", 32, 4)
@@ -60,6 +61,16 @@ def test_batched_calls_through_the_actor(client, tmp_path, where):
         replay.close()
 
 
+def kill_worker_of(replay, client) -> None:
+    """SIGKILL the worker process holding ``replay`` and wait until the loss is known."""
+    pid = client.run(os.getpid, workers=[replay.address])[replay.address]
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while not replay.lost and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert replay.lost
+
+
 @pytest.mark.slow
 def test_replay_is_recreated_from_its_checkpoint_when_its_worker_dies(fresh_client, tmp_path):
     client = fresh_client
@@ -72,19 +83,15 @@ def test_replay_is_recreated_from_its_checkpoint_when_its_worker_dies(fresh_clie
     replay.call("add", batch(500, 1000), np.ones(500), (0, np.arange(1000, 1500)))
     assert replay.call("stats")["size"] == 1500
 
-    pid = client.run(os.getpid, workers=[first])[first]
-    os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 30
-    while not replay.lost and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert replay.lost
+    kill_worker_of(replay, client)
     with pytest.raises(ReplayLost):
         replay.call("stats")
 
     report = replay.recover()
-    assert report == {"generation": 1, "restored": 1000, "lost": 500}
+    assert report == {"generation": 1, "restored": 1000, "lost": 500, "inserted_before": 1500,
+                      "inserted_restored": 1000}
     assert replay.recreations == 1 and replay.lost_items == 500
-    assert replay.address in client.scheduler_info()["workers"]
+    assert replay.address in client.scheduler_info()["workers"] and replay.address != first
     # the restored marks drop what the checkpoint holds and take what was lost
     assert replay.call("add", batch(1000), None, (0, np.arange(1000)))["stored"] == 0
     assert replay.call("add", batch(500, 1000), None,
@@ -92,3 +99,50 @@ def test_replay_is_recreated_from_its_checkpoint_when_its_worker_dies(fresh_clie
     data = replay.call("sample", 64, 2)
     assert data["ids"].shape == (2, 64)
     replay.close()
+
+
+def _push(handle, start: int, n: int) -> dict:
+    """A task that adds ``n`` items to the replay and returns the replay's reply."""
+    from esnb.runners.executor import attach
+
+    keys = (0, np.arange(start, start + n))
+    return attach(handle).add(batch(n, start), np.ones(n), keys).result(timeout=30)
+
+
+@pytest.mark.slow
+def test_the_transitions_a_loss_takes_are_counted_from_inserted_not_sizes(fresh_client,
+                                                                           tmp_path):
+    """A full ring buffer keeps its size: only the inserted counters say what a loss took
+    (the issue measured ``lost = 0`` while inserted went back from 193,200 to 185,600). The
+    count also takes the replies of tasks that wrote to the replay (``observe``), and a reply
+    of the lost server that arrives after the recovery."""
+    client = fresh_client
+    executor = DaskExecutor(client)
+    config = dict(CONFIG, capacity=1000)
+    replay = ReplayService(executor, config, seed=3, timeout=30, private=True)
+    folder = os.path.dirname(replay.checkpoint_path)
+    assert os.stat(folder).st_mode & 0o777 == 0o700  # a private directory of its own
+    for start in (0, 600):
+        replay.call("add", batch(600, start), np.ones(600), (0, np.arange(start, start + 600)))
+    assert replay.maybe_checkpoint(force=True)["inserted"] == 1200
+    # a task writes to the replay itself; its reply is what the driver sees
+    reply = executor.submit(_push, replay.info(), 1200, 300).result()
+    assert (reply["size"], reply["inserted"], reply["generation"]) == (1000, 1500, 0)
+    replay.observe(reply)
+    assert replay.inserted == 1500 and replay.last_size == 1000
+
+    kill_worker_of(replay, client)
+    report = replay.recover()
+    assert report == {"generation": 1, "restored": 1000, "lost": 300, "inserted_before": 1500,
+                      "inserted_restored": 1200}  # the sizes: 1000 before, 1000 after
+    assert replay.call("stats")["inserted"] == 1200 and replay.lost_items == 300
+    # a late reply of the lost server (a task that wrote just before it died) adds its part
+    replay.observe({"size": 1000, "inserted": 1540, "generation": 0})
+    assert replay.lost_items == 340 and replay.recoveries[0]["lost"] == 340
+    replay.observe({"size": 1000, "inserted": 1530, "generation": 0})  # older: no change
+    assert replay.lost_items == 340
+    # replies of the new server count for it
+    replay.call("add", batch(10, 1500), None, (0, np.arange(1500, 1510)))
+    assert replay.inserted == 1210 and replay.lost_items == 340
+    replay.close()
+    assert not os.path.exists(folder)  # the private directory goes with the replay

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 import warnings
 
@@ -185,3 +186,99 @@ def test_apex_learns_through_slurm_and_survives_its_actor_job_killed(slurm, tmp_
     assert last.replay_lost >= 0 and last.replay_duplicates == 0
     assert r.learner_steps > killed_at + 100  # learning went on after the loss
     assert sum(t["failures"] for t in totals) <= 1  # at most the loop on the killed job
+
+
+# -- the driver as a batch job: preempted with SIGTERM, resumed by a second job ---------------
+# The job script execs the CLI, so the python process *is* the batch step. `scancel
+# --signal=TERM` needs --batch (or --full) to reach it (like `#SBATCH --signal=B:TERM@60`
+# before a time limit): without either the signal goes to job steps only, and there are none;
+# with a shell in between (no exec), --batch reaches only the shell, which runs a trap only once
+# its child has ended. A plain `scancel` (as a preemption or a time limit) sends SIGTERM to
+# every process of the job and SIGKILL KillWait seconds later (5 s in scripts/slurm/start,
+# SLURM's default 30 s): the checkpoint must be written by then.
+JOB = """#!/bin/bash
+#SBATCH --job-name={name}
+#SBATCH --output={folder}/job-%j.out
+#SBATCH --chdir={cwd}
+#SBATCH --cpus-per-task=2
+RUN={run}
+if [ -e "$RUN/checkpoint.npz" ]; then  # resumed on a LocalCluster: any executor, same theta
+    exec {python} -m esnb.cli train es --resume "$RUN" --workers 2 --no-progress \\
+        --final-eval 0 --checkpoint-every 0
+fi
+exec {python} -m esnb.cli {args} --generations {generations} --out "$RUN"
+"""
+
+
+def _job(job_id: str) -> dict[str, str]:
+    """``scontrol show job``'s fields (kept MinJobAge = 300 s after the job ended)."""
+    out = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True,
+                         timeout=30).stdout
+    return dict(f.split("=", 1) for f in out.split() if "=" in f)
+
+
+def _wait_job_end(job_id: str, timeout: float = 300) -> dict[str, str]:
+    deadline = time.monotonic() + timeout
+    while (job := _job(job_id)).get("JobState") in ("PENDING", "CONFIGURING", "RUNNING",
+                                                    "COMPLETING", None):
+        assert time.monotonic() < deadline, f"job {job_id} did not end: {job}"
+        time.sleep(0.2)
+    return job
+
+
+@pytest.mark.parametrize("preempt, state", [(["--signal=TERM", "--batch"], "FAILED"),
+                                            ([], "CANCELLED")], ids=["sigterm", "cancel"])
+def test_a_preempted_batch_job_is_resumed_by_the_next_one_bitwise(slurm, tmp_path, preempt,
+                                                                  state):
+    """The CLI's driver runs as a SLURM batch job and is preempted mid-run (SIGTERM alone, or
+    a cancel: SIGTERM then SIGKILL after KillWait): it writes its checkpoint, prints its one
+    line and exits 143; a second job with the same script resumes the run folder to the run's
+    total budget, and theta is bitwise that of an uninterrupted run."""
+    from test_survive import RUN, saved_iteration
+
+    from esnb.record import load_checkpoint
+    from esnb.runners.es import ES
+
+    generations = 20
+    run = tmp_path / "run"
+    script = tmp_path / "train.sbatch"
+    script.write_text(JOB.format(name=f"esnb-preempt-{os.getpid()}", folder=tmp_path,
+                                 cwd=os.getcwd(), run=run, python=sys.executable,
+                                 args=" ".join(RUN), generations=generations))
+
+    def submit() -> str:
+        return subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True,
+                              text=True, check=True, timeout=30).stdout.strip().split(";")[0]
+
+    first = submit()
+    deadline = time.monotonic() + 300
+    while saved_iteration(run / "checkpoint.npz") < 3:  # progress, seen in its checkpoint
+        assert _job(first).get("JobState") in ("PENDING", "CONFIGURING", "RUNNING"), \
+            (_job(first), (tmp_path / f"job-{first}.out").read_text())
+        assert time.monotonic() < deadline, "the job made no progress"
+        time.sleep(0.05)
+    subprocess.run(["scancel", *preempt, first], check=True, timeout=30)
+    job = _wait_job_end(first)
+    log = (tmp_path / f"job-{first}.out").read_text()
+    # 143 = 128 + SIGTERM: the CLI's own exit, within KillWait when the job was cancelled
+    assert job["JobState"] == state and job["ExitCode"] == "143:0", (job, log)
+    assert "Traceback" not in log, log
+    stopped = saved_iteration(run / "checkpoint.npz")
+    assert 3 <= stopped < generations
+    (line,) = [ln for ln in log.splitlines() if "resume with:" in ln]
+    assert line.startswith(f"esnb: SIGTERM: ES run stopped at generation {stopped}, ")
+    assert line.endswith(f"checkpoint written; resume with: esnb train es --resume {run}")
+
+    second = submit()
+    job = _wait_job_end(second)
+    log = (tmp_path / f"job-{second}.out").read_text()
+    assert job["JobState"] == "COMPLETED" and job["ExitCode"] == "0:0", (job, log)
+    assert "Traceback" not in log, log
+    meta, arrays = load_checkpoint(run / "checkpoint.npz")
+    assert meta["iteration"] == generations
+    assert [row["generation"] for row in meta["history"]] == list(range(1, generations + 1))
+
+    whole = ES("Hopper-v5", max_episode_steps=100, population=16, noise_size=1_000_000, seed=4,
+               client=False)
+    whole.step(generations)
+    assert np.array_equal(arrays["theta"], whole.theta)

@@ -21,6 +21,9 @@ returns the ``resources=`` argument that pins an actor there
 
 TLS is the one setting ``esnb.cluster.security`` (see :func:`make_security`).
 
+A worker's death is one WARNING line of ``esnb.cluster`` on the driver, not the tracebacks dask
+echoes it with (:mod:`esnb.cluster.deaths`).
+
 Per-worker state (the noise table, torch's thread count) is built on each worker by a
 :class:`distributed.WorkerPlugin`, including workers that join later: data scattered with
 ``broadcast=True`` is silently dropped by the Active Memory Manager, so nothing is replicated.
@@ -37,6 +40,7 @@ import dask.config
 from distributed import Client
 
 from esnb import config
+from esnb.cluster.deaths import QuietDeathsPlugin, quiet_death_echoes, report_deaths
 from esnb.cluster.jobqueue import (
     JOBQUEUE_CLASSES,
     ActorWorker,
@@ -61,6 +65,7 @@ from esnb.noise import NoiseConfig
 
 __all__ = ["ACTOR_RESOURCE", "CLUSTER_TYPES", "JOBQUEUE_CLASSES", "ActorWorker",
            "EsnbAdaptive", "EsnbClient", "KeepActorWorkers", "NoiseTablePlugin",
+           "QuietDeathsPlugin",
            "TorchThreadsPlugin", "actor_resources", "lifetime_args", "make_client",
            "make_security", "register_noise_table", "walltime_seconds"]
 
@@ -182,6 +187,10 @@ def make_client(n_workers: int | None = None, *, address: str | None = None,
                 cluster.close()
                 raise
     client.register_plugin(TorchThreadsPlugin(1))
+    # a worker's death is one line on esnb.cluster, not dask's echoes (esnb.cluster.deaths)
+    quiet_death_echoes()
+    client.register_plugin(QuietDeathsPlugin())
+    report_deaths(client)
     if noise is not None:
         register_noise_table(client, noise)
     return client

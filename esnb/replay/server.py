@@ -6,6 +6,12 @@ Callers batch their calls: actors add 100-1000 transitions per call, learners sa
 batches per call (:meth:`ReplayServer.sample`) and send priorities back in one call (an actor
 call costs ~1-2 ms, the computation less).
 
+Replies carry the buffer's ``inserted`` counter and the server's ``generation`` (its creation
+number in a run), so the driver knows how much a loss takes away (inserted before the loss minus
+inserted in the checkpoint a recreated server starts from; sizes say nothing once FIFO eviction
+or overwriting keeps them at the capacity). A checkpoint file carries a ``token`` and its size
+and inserted count, so a run's checkpoint can name exactly the replay file it goes with.
+
 The server lowers the Python thread switch interval of its worker process (default 0.5 ms):
 a busy actor loop on the same worker otherwise holds the GIL for the default 5 ms slices and a
 replay call waited ~24 ms instead of ~2 ms (measured).
@@ -47,13 +53,18 @@ class ReplayServer:
         Restore from this file if it exists.
     switch_interval : float, optional
         ``sys.setswitchinterval`` for this process (None: leave it).
+    generation : int
+        Which creation of the run's replay this is (0: the first; replies carry it).
     """
 
     def __init__(self, config: dict, seed: int = 0, checkpoint: str | None = None,
-                 switch_interval: float | None = 0.0005):
+                 switch_interval: float | None = 0.0005, generation: int = 0):
         self.buffer = buffer_from_config(config)
         self.rng = np.random.default_rng(seed)
+        self.generation = int(generation)
         self.restored = 0
+        self.restored_inserted = 0
+        self.restored_token: str | None = None
         self.infos: list[dict] = []
         self.created = time.time()
         if checkpoint is not None and os.path.exists(checkpoint):
@@ -62,20 +73,28 @@ class ReplayServer:
             meta, arrays = load_checkpoint(checkpoint, CHECKPOINT_ALGORITHM)
             self.buffer.load_state_dict(join_state(meta, arrays))
             self.restored = len(self.buffer)
+            self.restored_inserted = self.buffer.counters["inserted"]
+            self.restored_token = (meta.get("mark") or {}).get("token")
         if switch_interval is not None:
             sys.setswitchinterval(float(switch_interval))
 
     def add(self, batch: dict, priorities=None, keys=None, info: dict | None = None) -> dict:
         """Store a batch (see :meth:`ReplayBuffer.add`); ``info`` is kept for :meth:`drain`.
 
-        Returns ``stored``, ``size`` and ``throttle`` (True: inserts are ahead of the
-        samples-per-insert ratio and the writer should wait, see :meth:`insert_ready`).
+        Returns ``stored``, ``size``, ``inserted``, ``generation`` and ``throttle`` (True:
+        inserts are ahead of the samples-per-insert ratio and the writer should wait, see
+        :meth:`insert_ready`).
         """
         ids = self.buffer.add(batch, priorities, keys)
         if info is not None:
             self.infos.append(info)
-        return {"stored": int((ids >= 0).sum()), "size": len(self.buffer),
+        return {"stored": int((ids >= 0).sum()), **self._counts(),
                 "throttle": not self.buffer.insert_ready()}
+
+    def _counts(self) -> dict[str, int]:
+        """What every reply tells the driver: size, inserted so far, generation."""
+        return {"size": len(self.buffer), "inserted": int(self.buffer.counters["inserted"]),
+                "generation": self.generation}
 
     def insert_ready(self, n: int = 1) -> bool:
         """Whether writers may add ``n`` more items without outrunning the learner."""
@@ -88,7 +107,8 @@ class ReplayServer:
         Returns
         -------
         dict or None
-            ``{"batch": {field: [k, B, ...]}, "ids": [k, B], "weights": [k, B]}``.
+            ``{"batch": {field: [k, B, ...]}, "ids": [k, B], "weights": [k, B]}`` plus
+            ``size``, ``inserted`` and ``generation``.
         """
         batches, ids, weights = [], [], []
         for _ in range(int(n_batches)):
@@ -101,7 +121,7 @@ class ReplayServer:
         if not batches:
             return None
         return {"batch": {k: np.stack([b[k] for b in batches]) for k in batches[0]},
-                "ids": np.stack(ids), "weights": np.stack(weights)}
+                "ids": np.stack(ids), "weights": np.stack(weights), **self._counts()}
 
     def exchange(self, ids, priorities, batch_size: int, n_batches: int = 1,
                  beta: float | None = None, evict: bool = False):
@@ -119,7 +139,7 @@ class ReplayServer:
         n = self.buffer.update_priorities(np.asarray(ids).ravel(),
                                           np.asarray(priorities).ravel())
         evicted = self.buffer.evict(self.rng) if evict else 0
-        return {"updated": n, "evicted": evicted, "size": len(self.buffer)}
+        return {"updated": n, "evicted": evicted, **self._counts()}
 
     def evict(self) -> int:
         return self.buffer.evict(self.rng)
@@ -132,7 +152,11 @@ class ReplayServer:
         return self.buffer.ready(batch_size)
 
     def stats(self) -> dict[str, Any]:
-        return {**self.buffer.stats(), "restored": self.restored}
+        """The buffer's size and counters, the generation, and what it was restored with
+        (``restored`` items, ``restored_inserted``, ``restored_token``)."""
+        return {**self.buffer.stats(), "generation": self.generation, "restored": self.restored,
+                "restored_inserted": self.restored_inserted,
+                "restored_token": self.restored_token}
 
     def drain(self) -> dict[str, Any]:
         """Stats plus the ``info`` dicts received since the last drain."""
@@ -142,15 +166,48 @@ class ReplayServer:
     def state_dict(self) -> dict[str, Any]:
         return self.buffer.state_dict()
 
-    def checkpoint(self, path: str) -> dict[str, Any]:
-        """Write the buffer to ``path`` atomically; returns size, bytes and seconds."""
+    def checkpoint(self, path: str, token: str | None = None,
+                   drain: bool = False) -> dict[str, Any]:
+        """Write the buffer to ``path`` atomically, marked with ``token`` (and its size and
+        inserted count, readable with :func:`checkpoint_mark` without loading the arrays).
+
+        Returns ``path``, ``token``, ``size``, ``inserted``, ``generation``, ``bytes`` and
+        ``seconds``; with ``drain``, also :meth:`drain`'s ``stats`` and ``infos`` of the same
+        moment (what the written buffer holds is exactly what those infos reported).
+        """
         from esnb.record import save_checkpoint
 
         t0 = time.perf_counter()
         meta, arrays = split_state(self.buffer.state_dict())
-        save_checkpoint(path, CHECKPOINT_ALGORITHM, meta, arrays)
-        return {"size": len(self.buffer), "bytes": os.path.getsize(path),
-                "seconds": time.perf_counter() - t0, "path": str(path)}
+        mark = {"token": token, "size": len(self.buffer),
+                "inserted": int(self.buffer.counters["inserted"])}
+        save_checkpoint(path, CHECKPOINT_ALGORITHM, {**meta, "mark": mark}, arrays)
+        out = {**self._counts(), "token": token, "bytes": os.path.getsize(path),
+               "seconds": time.perf_counter() - t0, "path": str(path)}
+        if drain:
+            out.update(self.drain())
+        return out
+
+
+def checkpoint_mark(path) -> dict[str, Any]:
+    """The ``token``, ``size`` and ``inserted`` a replay checkpoint file was written with,
+    read without loading (or checking) its arrays; raises
+    :class:`~esnb.record.CheckpointError` if it is not a replay checkpoint."""
+    import json
+    import zipfile
+
+    from esnb.record import CheckpointError
+
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            doc = json.loads(z["__meta__"].tobytes().decode())
+    except (zipfile.BadZipFile, ValueError, KeyError, OSError, EOFError,
+            UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{path} is damaged or not an esnb replay checkpoint "
+                              f"({type(exc).__name__}: {exc})") from exc
+    if not isinstance(doc, dict) or doc.get("algorithm") != CHECKPOINT_ALGORITHM:
+        raise CheckpointError(f"{path} is not an esnb replay checkpoint")
+    return dict(doc["meta"].get("mark") or {})
 
 
 def is_loss(exc: BaseException) -> bool:

@@ -6,20 +6,31 @@ a worker share one thread, and an actor dies with its worker: nothing in Dask re
 :class:`ReplayService` (driver side) therefore
 
 - creates :class:`~esnb.replay.server.ReplayServer` through the executor (a Dask actor pinned to
-  a chosen worker, or an object in this process), under a key of its own;
-- asks it to write a checkpoint every ``checkpoint_interval`` seconds (an atomic ``.npz``
-  through :func:`esnb.record.save_checkpoint`; the path must be reachable from the workers, as
-  on a LocalCluster or a shared file system);
+  a chosen worker, or an object in this process), under a key of its own, empty or from a
+  replay file (checked against the counts the run's checkpoint recorded for it);
+- asks it to write a recovery checkpoint every ``checkpoint_interval`` seconds when it can be
+  lost (an atomic ``.npz``; the path must be reachable from the workers, as on a LocalCluster or
+  a shared file system): into the run folder, or into a private directory (mode 0700, removed
+  on close) when the run has none;
+- remembers the newest replay file written (``latest``: a recovery checkpoint or the file a
+  runner's checkpoint was paired with, see :mod:`esnb.runners.replay_files`);
 - notices the loss (the actor's future errs once the scheduler drops the worker, and calls then
   fail at once with "Worker holding Actor was lost"), creates a new server on a live worker
-  from the last checkpoint (or empty), bumps ``generation`` and counts the items lost (stored
-  at the last report minus restored).
+  from ``latest`` (or empty) and counts the transitions lost *exactly*: the largest
+  ``inserted`` counter the lost server's replies showed minus the ``inserted`` counter of the
+  file the new one starts from (sizes would say nothing: FIFO eviction and overwriting keep a
+  full replay's size constant). A reply of a lost server that arrives later (a task that wrote
+  to it just before it died) adds what it shows beyond that.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import tempfile
 import time
+import weakref
 from typing import Any
 
 from esnb.replay.server import ReplayLost, ReplayServer, is_loss
@@ -43,21 +54,34 @@ class ReplayService:
     resources : dict, optional
         Worker resources to ask for instead of an address (the long-lived actor worker).
     checkpoint_path : str, optional
-        Where the server writes its checkpoints (None: never; a recreated server is empty).
+        Where the server writes its recovery checkpoints (None: nowhere, unless ``private``).
     checkpoint_interval : float
-        Seconds between checkpoints (see :meth:`maybe_checkpoint`).
+        Seconds between recovery checkpoints (see :meth:`maybe_checkpoint`).
     timeout : float
         Seconds to wait for a call or a creation before giving up.
     switch_interval : float, optional
         Passed to the server (None in this process: the driver's threads are not the server's).
-    restore : bool
-        Start the first server from ``checkpoint_path`` (if the file exists).
+    restore : dict, optional
+        Start the first server from the replay file ``restore["path"]``; its ``size`` and
+        ``inserted`` (the counts the run's checkpoint recorded) are checked once it is up.
+    private : bool
+        Without ``checkpoint_path``: write recovery checkpoints into a directory of this
+        service's own (mode 0700), removed by :meth:`close` (only where the server can be
+        lost: ``executor.remote``).
+    remove_on_close : bool
+        Remove the recovery checkpoint file on :meth:`close` (a run folder's: the runner's
+        checkpoints keep the replay).
+    counts : dict, optional
+        ``recreations``, ``lost`` and ``checkpoints`` of earlier services of the same run, to
+        count on from (a resumed or restarted run).
     """
 
     def __init__(self, executor, config: dict, *, seed: int = 0, worker: str | None = None,
                  resources: dict | None = None, checkpoint_path: str | None = None,
                  checkpoint_interval: float = 30.0, timeout: float = 60.0,
-                 switch_interval: float | None = 0.0005, restore: bool = False):
+                 switch_interval: float | None = 0.0005, restore: dict | None = None,
+                 private: bool = False, remove_on_close: bool = False,
+                 counts: dict | None = None):
         if worker is not None and resources is not None:
             raise ValueError("give the replay either worker= or resources=, not both")
         if checkpoint_interval <= 0:
@@ -65,21 +89,55 @@ class ReplayService:
         self.executor = executor
         self.config = dict(config)
         self.seed = int(seed)
+        self._private_dir = None
+        if checkpoint_path is None and private and executor.remote:  # inline: never lost
+            self._private_dir = tempfile.mkdtemp(prefix="esnb-replay-")  # mode 0700
+            checkpoint_path = os.path.join(self._private_dir, "replay.npz")
         self.checkpoint_path = None if checkpoint_path is None else str(checkpoint_path)
+        self.remove_on_close = bool(remove_on_close)
+        # on close(), or when this process exits without one (a command line run)
+        self._cleanup = weakref.finalize(
+            self, _remove, self._private_dir,
+            self.checkpoint_path if self.remove_on_close else None)
         self.checkpoint_interval = float(checkpoint_interval)
         self.timeout = float(timeout)
         self.switch_interval = switch_interval if executor.remote else None
-        self.recreations = 0
-        self.lost_items = 0
+        counts = dict(counts or {})
+        self.recreations = int(counts.get("recreations", 0))
+        self.lost_items = int(counts.get("lost", 0))
+        self.checkpoints = int(counts.get("checkpoints", 0))
+        self.recoveries: list[dict[str, Any]] = []
         self.last_size = 0
         self.last_checkpoint_size = 0
-        self.checkpoints = 0
+        #: the largest ``inserted`` counter seen in each generation's replies
+        self.seen: dict[int, int] = {}
+        #: the newest replay file written or restored: ``path``, ``token``, ``size``, ``inserted``
+        self.latest: dict[str, Any] | None = None
         self._last_checkpoint_time = time.monotonic()
         self._pending_checkpoint = None
-        checkpoint = self.checkpoint_path if restore else None
-        self.ref = executor.actor(ReplayServer, self.config, self.seed, checkpoint,
-                                  self.switch_interval, key="esnb-replay", worker=worker,
+        self.ref = executor.actor(ReplayServer, self.config, self.seed,
+                                  None if restore is None else str(restore["path"]),
+                                  self.switch_interval, 0, key="esnb-replay", worker=worker,
                                   resources=resources, timeout=self.timeout)
+        self._live = 0  # the generation whose replies count as the current server's
+        if restore is not None:
+            self._check_restored(restore)
+
+    def _check_restored(self, restore: dict) -> None:
+        from esnb.record import CheckpointError
+
+        st = self.call("stats")
+        got = (int(st["restored"]), int(st["restored_inserted"]), st["restored_token"])
+        want = (int(restore["size"]), int(restore["inserted"]), restore.get("token"))
+        if got != want:
+            self.close()
+            raise CheckpointError(
+                f"the replay restored from {restore['path']} holds {got[0]} items, {got[1]} "
+                f"inserted (token {got[2]}); the run's checkpoint recorded {want[0]} items, "
+                f"{want[1]} inserted (token {want[2]})")
+        self.latest = {k: restore[k] for k in ("path", "token", "size", "inserted")}
+        log.info("replay restored from %s: %d items, %d inserted", restore["path"], got[0],
+                 got[1])
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property
@@ -95,36 +153,76 @@ class ReplayService:
         """Whether the server's worker is gone (the client learns it from the scheduler)."""
         return self.ref.lost
 
+    @property
+    def inserted(self) -> int:
+        """The largest ``inserted`` counter the current server's replies showed."""
+        return self.seen.get(self._live, 0)
+
+    def counts(self) -> dict[str, int]:
+        """``recreations``, ``lost`` and ``checkpoints`` (what a later service counts on from)."""
+        return {"recreations": self.recreations, "lost": self.lost_items,
+                "checkpoints": self.checkpoints}
+
+    def surviving(self) -> dict[str, Any] | None:
+        """The newest replay file that outlives :meth:`close` (a run checkpoint's), or None."""
+        latest = self.latest
+        if latest is None or not os.path.exists(latest["path"]):
+            return None
+        owned = self._private_dir is not None or self.remove_on_close
+        if owned and os.path.abspath(latest["path"]) == os.path.abspath(self.checkpoint_path):
+            return None
+        return dict(latest)
+
     def confirm_lost(self, timeout: float = 30.0) -> bool:
         """Wait until the scheduler confirms the loss of the server's worker, or ``timeout``."""
         return self.ref.confirm_lost(timeout)
 
     def recover(self) -> dict[str, Any]:
-        """Recreate a lost server on a live worker from the last checkpoint.
+        """Recreate a lost server on a live worker from the newest replay file (or empty).
 
-        Returns ``{"generation", "restored", "lost"}``; ``lost`` = items stored at the last
-        report minus items restored.
+        Returns ``{"generation", "restored", "lost", "inserted_before",
+        "inserted_restored"}``: ``lost`` = ``inserted_before`` (the largest inserted count the
+        lost server's replies showed) - ``inserted_restored`` (the new server's, from its
+        file).
         """
-        before = self.last_size
-        restore = self.checkpoint_path if self.checkpoint_path is not None else None
-        self.ref.create(self.config, self.seed + self.generation + 1, restore,
-                        self.switch_interval, exclude=(self.ref.address,))
+        old = self._live
+        before = self.seen.get(old, 0)
+        latest = self.latest if self.latest and os.path.exists(self.latest["path"]) else None
+        restore = None if latest is None else str(latest["path"])
+        new = self.generation + 1  # a failed attempt (no live worker yet) skips a number
+        self.ref.create(self.config, self.seed + new, restore, self.switch_interval, new,
+                        exclude=(self.ref.address,))
+        self._live = new
         self._pending_checkpoint = None
-        restored = int(self.call("stats")["restored"])
-        lost = max(0, before - restored)
+        st = self.call("stats")
+        restored, inserted = int(st["restored"]), int(st["restored_inserted"])
+        lost = max(0, before - inserted)
         self.lost_items += lost
         self.recreations += 1
         self.last_size = restored
-        log.warning("replay lost; recreated on %s (generation %d) with %d items from its "
-                    "checkpoint, %d lost", self.address, self.generation, restored, lost)
-        return {"generation": self.generation, "restored": restored, "lost": lost}
+        report = {"generation": self.generation, "restored": restored, "lost": lost,
+                  "inserted_before": before, "inserted_restored": inserted}
+        self.recoveries.append({**report, "replaced": old})
+        log.warning("replay lost; recreated on %s (generation %d) from %s with %d items: %d "
+                    "transitions lost (%d inserted before, %d in the checkpoint)",
+                    self.address, self.generation, restore or "nothing", restored, lost, before,
+                    inserted)
+        return report
 
     def info(self) -> Any:
         """What a task needs to reach the current server (``executor.attach(info)``)."""
         return self.ref.handle()
 
     def close(self) -> None:
+        """Release the server; remove a private checkpoint directory (or an owned file)."""
+        pending, self._pending_checkpoint = self._pending_checkpoint, None
+        if pending is not None:  # let it land before its file is removed
+            try:
+                pending.result(timeout=self.timeout)
+            except Exception:  # noqa: BLE001 - closing: a lost replay wrote nothing
+                log.debug("recovery checkpoint failed while closing", exc_info=True)
         self.ref.release()
+        self._cleanup()
 
     # -- calls -------------------------------------------------------------------------------
     def submit(self, method: str, *args, **kwargs):
@@ -141,7 +239,7 @@ class ReplayService:
     def result(self, future, timeout: float | None = None, track: bool = True):
         """The result of a :meth:`submit`; a loss of the worker raises :class:`ReplayLost`.
 
-        ``track``: remember the size a reply reports (what a loss would take away).
+        ``track``: remember the size and inserted count a reply reports (:meth:`observe`).
         """
         try:
             out = future.result(timeout=self.timeout if timeout is None else timeout)
@@ -150,22 +248,46 @@ class ReplayService:
                 raise ReplayLost(f"the replay (generation {self.generation}) is lost: "
                                  f"{exc}") from exc
             raise
-        if track and isinstance(out, dict):
-            stats = out.get("stats") if isinstance(out.get("stats"), dict) else out
-            if "size" in stats:
-                self.last_size = int(stats["size"])
+        if track:
+            self.observe(out)
         return out
+
+    def observe(self, reply: Any) -> None:
+        """Note the ``size``/``inserted``/``generation`` a server's reply (or its ``stats``)
+        shows: replies of tasks that call the server themselves count too. A lost
+        generation's reply beyond what was counted at its loss adds to ``lost_items``."""
+        if not isinstance(reply, dict):
+            return
+        stats = reply.get("stats") if isinstance(reply.get("stats"), dict) else reply
+        if "inserted" not in stats:
+            return
+        generation = int(stats.get("generation", self._live))
+        inserted = int(stats["inserted"])
+        seen = self.seen.get(generation, 0)
+        if inserted <= seen:
+            return
+        self.seen[generation] = inserted
+        if generation != self._live:  # it died with more than its loss counted
+            self.lost_items += inserted - seen
+            for report in self.recoveries:
+                if report["replaced"] == generation:
+                    report["inserted_before"] = inserted
+                    report["lost"] += inserted - seen
+        elif "size" in stats:
+            self.last_size = int(stats["size"])
 
     def call(self, method: str, *args, **kwargs):
         """Call ``method`` and wait (raises :class:`ReplayLost` if the worker is gone)."""
         return self.result(self.submit(method, *args, **kwargs))
 
+    # -- checkpoints -------------------------------------------------------------------------
     def maybe_checkpoint(self, force: bool = False) -> dict | None:
-        """Start a checkpoint if one is due (without waiting for it); collect a finished one.
+        """Start a recovery checkpoint if one is due (without waiting for it); collect a
+        finished one. Only where the server can be lost (``executor.remote``), unless forced.
 
         Returns the finished checkpoint's report, if one completed since the last call.
         """
-        if self.checkpoint_path is None:
+        if self.checkpoint_path is None or not (self.executor.remote or force):
             return None
         done = None
         pending = self._pending_checkpoint
@@ -175,14 +297,38 @@ class ReplayService:
         due = time.monotonic() - self._last_checkpoint_time >= self.checkpoint_interval
         if (force or due) and self._pending_checkpoint is None:
             self._last_checkpoint_time = time.monotonic()
-            self._pending_checkpoint = self.submit("checkpoint", self.checkpoint_path)
+            self._pending_checkpoint = self.submit("checkpoint", self.checkpoint_path,
+                                                   f"recovery-{time.time_ns()}")
             if force:
                 done = self._checkpointed(self._pending_checkpoint)
                 self._pending_checkpoint = None
         return done
 
+    def checkpoint_to(self, path: str, token: str, drain: bool = False) -> dict[str, Any]:
+        """Write the replay to ``path`` now (marked ``token``) and wait; it becomes the newest
+        file a recovery starts from. ``drain``: with :meth:`ReplayServer.drain`'s infos."""
+        return self._checkpointed(self.submit("checkpoint", str(path), token, drain))
+
     def _checkpointed(self, future) -> dict:
-        done = self.result(future, track=False)  # its size is an older one
+        done = self.result(future)
         self.checkpoints += 1
         self.last_checkpoint_size = int(done["size"])
+        self.adopt({k: done[k] for k in ("path", "token", "size", "inserted")})
         return done
+
+    def adopt(self, record: dict[str, Any]) -> None:
+        """Make ``record`` (a replay file: ``path``, ``token``, ``size``, ``inserted``) the one a
+        recovery starts from, unless a newer one is known."""
+        if self.latest is None or int(record["inserted"]) >= int(self.latest["inserted"]):
+            self.latest = dict(record)
+
+
+def _remove(folder: str | None, path: str | None) -> None:
+    """Remove a service's private checkpoint directory, or its own checkpoint file."""
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+    elif path is not None:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass

@@ -40,7 +40,7 @@ import numpy as np
 from esnb.aes.distribution import AsyncDistribution, PopulationControl
 from esnb.controls import ControlSnapshot
 from esnb.rl.td3_actor import init_actor
-from esnb.runners.aesrl.common import PopulationRunner
+from esnb.runners.aesrl.common import SERVICE_COUNTERS, PopulationRunner
 from esnb.runners.aesrl.config import AESRLConfig
 from esnb.runners.aesrl.critic import ChunkedCritic
 from esnb.runners.aesrl.pool import EvaluationPool, Pending
@@ -50,7 +50,7 @@ log = logging.getLogger("esnb.aes")
 
 COUNTERS = ("env_steps", "eval_steps", "episodes", "critic_updates", "created", "resubmitted",
             "dropped", "nonfinite", "duplicates", "lost_transitions", "cancelled",
-            "critic_lost_updates", "replay_recreations", "critic_recreations")
+            *SERVICE_COUNTERS)
 
 
 class AESRL(PopulationRunner):
@@ -186,8 +186,10 @@ class AESRL(PopulationRunner):
             "critic_updates_per_step": c["critic_updates"] / max(c["env_steps"], 1),
             "eval_steps": c["eval_steps"], "return_mean": float(res["return"]),
             "eval_return": self.f_mu, "resubmitted": c["resubmitted"], "dropped": c["dropped"],
-            "lost_transitions": c["lost_transitions"],
+            "lost_transitions": c["lost_transitions"], "replay_lost": c["replay_lost"],
+            "replay_inserted": self.replay.inserted,
             "replay_recreations": c["replay_recreations"],
+            "critic_lost_updates": c["critic_lost_updates"],
             "critic_recreations": c["critic_recreations"], "workers": self.pool.n_eval_workers,
             **{f"critic_{k}" if not k.startswith("critic") else k: v
                for k, v in self.critic.stats.items()},
@@ -278,6 +280,7 @@ class AESRL(PopulationRunner):
 
     def _on_done(self, pend: Pending, res: dict) -> None:
         if pend.kind != "mean":
+            self._observe_replay(res)
             self._ready.append((pend, res))
             return
         self.counters["eval_steps"] += int(res["steps"])
@@ -315,19 +318,21 @@ class AESRL(PopulationRunner):
     def _supervise(self) -> None:
         if self.critic.weights_lost:  # the published weights were lost for good: again
             self.critic.publish_version()
-        if self.replay.lost:
-            try:
-                self.replay.recover()
-            except Exception:  # no live worker yet: try again next time round
-                log.exception("could not recreate the replay yet")
-                return
-            self.counters["replay_recreations"] += 1
-            # tasks holding the old replay's handle would wait for it until CALL_TIMEOUT:
-            # resubmit them with the new one (a running one finishes unheard)
-            self.pool.resubmit_all("the replay was recreated")
+        try:
+            self._service_replay()
+        except Exception:  # no live worker yet: try again next time round
+            if not self.replay.lost:
+                raise
+            log.exception("could not recreate the replay yet")
+            return
         if self.critic.lost and self.critic.call is None:
             self._recover_critic()
         self._refresh()
+
+    def _replay_recreated(self) -> None:
+        # tasks holding the old replay's handle would wait for it until CALL_TIMEOUT: resubmit
+        # them with the new one (a running one finishes unheard)
+        self.pool.resubmit_all("the replay was recreated")
 
     def finish_critic(self, updates: int, timeout: float | None = None) -> float:
         """Keep the critic training (no new individuals) until it has made ``updates`` in all
@@ -382,7 +387,11 @@ class AESRL(PopulationRunner):
     # -- checkpoints (save/load: ReplayCheckpoints; counters, generators, critic: base) -----
     def _own_state(self):
         meta, arrays = self.dist.state_dict()
-        meta = {"dist": meta, "n_rl": self.pop.n_rl, "n_es": self.pop.n_es,
+        # individuals in flight are not in a checkpoint: count them out, as a cancel would
+        rl = [p.kind == "RL" for p in [*(self.pool.pending.values() if self.pool else ()),
+                                       *(p for p, _ in self._ready)] if p.counted]
+        meta = {"dist": meta, "n_rl": self.pop.n_rl - sum(rl),
+                "n_es": self.pop.n_es - len(rl) + sum(rl),
                 "lengths": list(self.lengths), "f_mu": self.f_mu, "f_mu_std": self.f_mu_std,
                 "f_mu_update": self.f_mu_update, "next_id": self._next_id}
         return meta, {f"dist_{k}": v for k, v in arrays.items()}

@@ -34,14 +34,14 @@ from esnb.aes.sep_cem import SepCEM
 from esnb.controls import ControlSnapshot
 from esnb.replay.server import is_loss
 from esnb.rl.td3_actor import init_actor
-from esnb.runners.aesrl.common import PopulationRunner
+from esnb.runners.aesrl.common import SERVICE_COUNTERS, PopulationRunner
 from esnb.runners.aesrl.config import CEMRLConfig
 from esnb.runners.aesrl.tasks import evaluate_individual, evaluate_mean
 
 log = logging.getLogger("esnb.cemrl")
 
 COUNTERS = ("env_steps", "eval_steps", "episodes", "critic_updates", "actor_steps",
-            "resubmitted", "nonfinite", "replay_recreations", "critic_recreations")
+            "resubmitted", "nonfinite", *SERVICE_COUNTERS)
 #: submissions of a generation's task lost with a worker before the run fails
 ATTEMPTS = 4
 
@@ -106,6 +106,9 @@ class CEMRL(PopulationRunner):
         n_rl = snap.n_rl if rl else 0
         generation = self._parallel if self.config.parallel else self._serial
         results, crit, critic_time = generation(snap, z, seeds, steps, n_rl)
+        for r in results:
+            self._observe_replay(r)
+        self._count_services()
 
         individuals = np.stack([r["z"] if r["z"] is not None else z[i]
                                 for i, r in enumerate(results)])
@@ -138,7 +141,11 @@ class CEMRL(PopulationRunner):
             "critic_loss": crit.get("critic_loss", np.nan), "best": tell["best"],
             "var_mean": tell["var_mean"], "var_min": tell["var_min"],
             "var_max": tell["var_max"], "eps": self.cem.eps, "step_norm": tell["step_norm"],
-            "resubmitted": c["resubmitted"],
+            "resubmitted": c["resubmitted"], "replay_lost": c["replay_lost"],
+            "replay_inserted": self.replay.inserted,
+            "replay_recreations": c["replay_recreations"],
+            "critic_recreations": c["critic_recreations"],
+            "critic_lost_updates": c["critic_lost_updates"],
         }
 
     def _individual(self, snap, z, seeds, i: int, rl_steps: int = 0, weights=None,
@@ -198,17 +205,18 @@ class CEMRL(PopulationRunner):
 
     # -- plumbing ----------------------------------------------------------------------------
     def _train_critic(self, n: int, policies) -> dict[str, Any]:
-        before = self.critic.recreations
-        out = self.critic.train(self.replay.info(), n, policies,
-                                avoid=(self.replay.address,))
-        self.counters["critic_recreations"] += self.critic.recreations - before
+        before = self.critic.recreations, self.critic.lost_updates
+        try:
+            out = self.critic.train(self.replay.info(), n, policies,
+                                    avoid=(self.replay.address,))
+        finally:
+            self.counters["critic_recreations"] += self.critic.recreations - before[0]
+            self.counters["critic_lost_updates"] += self.critic.lost_updates - before[1]
         self.counters["critic_updates"] = int(out["total_updates"])
         return out
 
     def _supervise(self) -> None:
-        if self.replay.lost:
-            self.replay.recover()
-            self.counters["replay_recreations"] += 1
+        self._service_replay()
 
     def _workers(self) -> list[str]:
         """Where the generation's tasks go: every worker, but the critic's with

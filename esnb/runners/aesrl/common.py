@@ -4,28 +4,41 @@ replay's contents.
 
 :class:`PopulationRunner` is the base of both runners: it builds the settings, the executor,
 the actor layout and the run's generators, and creates the shared replay
-(:class:`~esnb.runners.replay_service.ReplayService`, uniform, on the first worker) and critic
-(:class:`~esnb.runners.aesrl.critic.Critic`, on another worker) when the run starts. Its
-mixins: :class:`MeanActor` (``policy()``, ``evaluate()``) and :class:`ReplayCheckpoints`
-(``save``/``load`` with the replay next to the checkpoint).
+(:class:`~esnb.runners.replay_service.ReplayService`, uniform, on the first worker, with
+recovery checkpoints when it can be lost) and critic (:class:`~esnb.runners.aesrl.critic.Critic`,
+on another worker) when the run starts. Its mixins: :class:`MeanActor` (``policy()``,
+``evaluate()``) and :class:`~esnb.runners.replay_files.ReplayCheckpoints` (``save``/``load``
+with the replay in a file of its own next to the checkpoint, the pair kept consistent).
+Checkpoints hold the critic learner's whole state (weights, targets, Adam, counters).
+
+Data lost with a worker is counted: ``replay_lost`` (transitions: inserted before the loss
+minus inserted in the checkpoint the recreated replay starts from) and ``critic_lost_updates``
+(the updates of the chunk a lost critic was making).
 """
 
 from __future__ import annotations
 
-import os
+import logging
 from typing import Any
 
 import numpy as np
 
+from esnb.replay.server import ReplayLost
 from esnb.runners.aesrl.config import PopulationRLConfig
 from esnb.runners.aesrl.critic import Critic, critic_state_from, state_arrays
 from esnb.runners.aesrl.tasks import TaskConfig, evaluate_mean
 from esnb.runners.base import Runner
 from esnb.runners.executor import make_executor
+from esnb.runners.replay_files import ReplayCheckpoints
 from esnb.runners.replay_service import ReplayService
+
+log = logging.getLogger("esnb.aes")
 
 #: seconds to wait for the replay's creation or a call (a busy worker takes a while)
 REPLAY_TIMEOUT = 120.0
+#: counters both runners keep of their replay and critic services
+SERVICE_COUNTERS = ("replay_recreations", "replay_lost", "replay_checkpoints",
+                    "critic_recreations", "critic_lost_updates")
 
 
 def build_setup(cfg: PopulationRLConfig):
@@ -76,25 +89,6 @@ class MeanActor:
                                     seeds).result()["returns"]
 
 
-class ReplayCheckpoints:
-    """Runner mixin: a checkpoint keeps the replay's contents next to it
-    (``<path>.replay.npz``), so a loaded run trains its critic on the same data."""
-
-    def save(self, path):
-        out = super().save(path)
-        with self._iter_lock:
-            if self.replay is not None and not self.replay.lost:
-                self.replay.call("checkpoint", str(out) + ".replay.npz")
-        return out
-
-    @classmethod
-    def load(cls, path, client=None, **overrides):
-        runner = super().load(path, client=client, **overrides)
-        replay = str(path) + ".replay.npz"
-        runner._restore_replay = replay if os.path.exists(replay) else None
-        return runner
-
-
 class PopulationRunner(ReplayCheckpoints, MeanActor, Runner):
     """The base of AES-RL and CEM-RL (settings, setup, generators, replay and critic).
 
@@ -110,9 +104,13 @@ class PopulationRunner(ReplayCheckpoints, MeanActor, Runner):
         The shared replay (created when the run starts).
     critic : Critic or None
         The shared critic (created when the run starts).
+    replay_checkpoint_interval : float
+        Seconds between the replay's recovery checkpoints (on a cluster; set it before the
+        run starts).
     """
 
     Config = PopulationRLConfig
+    replay_checkpoint_interval = 30.0
 
     def __init__(self, cfg: PopulationRLConfig, client, name: str | None):
         super().__init__(cfg, name=name)
@@ -123,7 +121,6 @@ class PopulationRunner(ReplayCheckpoints, MeanActor, Runner):
         self._eval_rng = np.random.Generator(np.random.PCG64(seeds[1]))
         self._init_rng = np.random.Generator(np.random.PCG64(seeds[2]))
         self._critic_state: dict | None = None
-        self._restore_replay: str | None = None
         self.replay: ReplayService | None = None
         self.critic: Critic | None = None
 
@@ -138,27 +135,57 @@ class PopulationRunner(ReplayCheckpoints, MeanActor, Runner):
         return self.critic.state if self.critic is not None else self._critic_state
 
     def _start_services(self, critic_cls: type[Critic] = Critic, **critic_kw: Any) -> None:
-        """Create the replay (restored from a loaded checkpoint's) and the critic (from the
-        loaded state), keeping the critic off the replay's worker."""
+        """Create the replay (restored from a loaded checkpoint's file) and the critic (from
+        the loaded state), keeping the critic off the replay's worker."""
         cfg = self.config
-        restore = self._restore_replay
+        c = self.counters
         self.replay = ReplayService(
             self.executor, replay_config(self.spec.obs_dim, self.spec.act_dim,
                                          cfg.replay_capacity),
-            seed=cfg.seed, checkpoint_path=restore, restore=restore is not None,
-            timeout=REPLAY_TIMEOUT)
+            seed=cfg.seed, restore=self._replay_restore, timeout=REPLAY_TIMEOUT,
+            checkpoint_interval=self.replay_checkpoint_interval,
+            counts={"recreations": c["replay_recreations"], "lost": c["replay_lost"],
+                    "checkpoints": c["replay_checkpoints"]}, **self._recovery_files())
         self.critic = critic_cls(self.executor, self.spec, self.td3.to_dict(), seed=cfg.seed,
                                  avoid=(self.replay.address,), state=self._critic_state,
                                  **critic_kw)
 
+    def _service_replay(self) -> None:
+        """Recreate a lost replay (the transitions lost counted), start or collect a recovery
+        checkpoint, and bring the replay's counters into the run's."""
+        if self.replay.lost:
+            self.replay.recover()
+            self._replay_recreated()
+        try:
+            self.replay.maybe_checkpoint()
+        except ReplayLost:  # recreated next time round, once the scheduler confirms the loss
+            log.info("the replay was lost during a recovery checkpoint")
+        self._count_services()
+
+    def _replay_recreated(self) -> None:
+        """Tasks holding the lost replay's handle must be given the new one (a hook)."""
+
+    def _count_services(self) -> None:
+        c = self.counters
+        c["replay_recreations"] = self.replay.recreations
+        c["replay_lost"] = self.replay.lost_items
+        c["replay_checkpoints"] = self.replay.checkpoints
+
+    def _observe_replay(self, result: dict) -> None:
+        """Note the replay's counts an individual's task saw when it stored its episode."""
+        if self.replay is not None:
+            self.replay.observe(result.get("replay"))
+
     def _close_services(self) -> None:
         """Release the critic and the replay (a later run creates new ones from the state
-        kept here)."""
+        kept here and the replay file of the last checkpoint)."""
         if self.critic is not None:
             self._critic_state = self.critic.state
             self.critic.close()
             self.critic = None
         if self.replay is not None:
+            self._count_services()
+            self._replay_restore = self.replay.surviving()
             self.replay.close()
             self.replay = None
 
@@ -180,7 +207,7 @@ class PopulationRunner(ReplayCheckpoints, MeanActor, Runner):
         arrays.update(state_arrays(self.critic_state))
         meta.update(counters=dict(self.counters), rng=self._rng.bit_generator.state,
                     eval_rng=self._eval_rng.bit_generator.state,
-                    num_params=self.spec.num_params)
+                    num_params=self.spec.num_params, replay=self._replay_record)
         return meta, arrays
 
     def _load_state_dict(self, meta, arrays):
@@ -192,3 +219,4 @@ class PopulationRunner(ReplayCheckpoints, MeanActor, Runner):
         self._rng.bit_generator.state = meta["rng"]
         self._eval_rng.bit_generator.state = meta["eval_rng"]
         self._critic_state = critic_state_from(arrays)
+        self._load_replay_record(meta)

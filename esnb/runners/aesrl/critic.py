@@ -131,6 +131,7 @@ class Critic:
         self.state = state
         self.updates = 0 if state is None else int(state["critic_counters"][0])
         self.recreations = 0
+        self.lost_updates = 0  # updates of train calls lost with the critic's worker
         self.weights = None  # the published weights (a task result on a cluster)
         self.ref = executor.actor(CriticServer, spec, self.td3, self.seed, state,
                                   key="esnb-critic", avoid=tuple(avoid), place="last",
@@ -194,6 +195,7 @@ class Critic:
             try:
                 return self.result(self.submit_train(replay_info, n_updates, policies, chunk))
             except CriticLost:
+                self.lost_updates += int(n_updates)
                 self.recover(avoid=avoid)
         raise RuntimeError(f"the critic was lost {attempts} times in a row")
 

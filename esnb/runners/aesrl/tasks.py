@@ -156,7 +156,9 @@ def evaluate_individual(cfg: TaskConfig, z: np.ndarray, seed: int, a_noise: floa
     dict
         ``return``, ``length``, ``terminated``, ``finite``; ``z`` (the trained actor of an RL
         individual, else None); ``actor_steps``, ``actor_loss_first/last``,
-        ``critic_version``; ``replay_ok`` and ``stored``; ``train_seconds``, ``seconds``.
+        ``critic_version``; ``replay_ok`` and ``stored``, ``replay`` (the replay's reply to
+        the push: its size, inserted count and generation, or None); ``train_seconds``,
+        ``seconds``.
     """
     t0 = time.perf_counter()
     out: dict[str, Any] = {"z": None, "actor_steps": 0, "critic_version": -1,
@@ -170,12 +172,13 @@ def evaluate_individual(cfg: TaskConfig, z: np.ndarray, seed: int, a_noise: floa
     out["train_seconds"] = time.perf_counter() - t0
     ep = episode(cfg, actor, seed, a_noise, random_actions, record=True)
     out.update({"return": ep.ret, "length": ep.length, "terminated": ep.terminated,
-                "finite": ep.finite, "replay_ok": True, "stored": 0})
+                "finite": ep.finite, "replay_ok": True, "stored": 0, "replay": None})
     if ep.transitions is not None:
         # float32 as the replay stores them: half the bytes sent to the replay's worker
         trans = {k: np.asarray(v, dtype=np.float32) for k, v in ep.transitions.items()}
         try:
-            out["stored"] = int(attach(replay).add(trans).result(timeout=CALL_TIMEOUT)["stored"])
+            out["replay"] = attach(replay).add(trans).result(timeout=CALL_TIMEOUT)
+            out["stored"] = int(out["replay"]["stored"])
         except Exception as exc:  # the replay's worker is gone: keep the fitness
             if not is_loss(exc):
                 raise

@@ -57,17 +57,15 @@ class ApeXBackend:
     replay_resources : dict or "auto", optional
         Worker resources the replay asks for instead; ``"auto"``: the long-lived actor worker
         if the cluster has one.
-    checkpoint_path : str, optional
-        The replay's checkpoint file.
     checkpoint_interval : float
-        Seconds between replay checkpoints.
+        Seconds between the replay's recovery checkpoints (where they go: :meth:`start`).
     settings : LoopSettings
     """
 
     def __init__(self, executor, actor_cfg: ActorConfig, replay_config: dict, *, seed: int,
                  loops: int | None = None, actor_workers: str = "all",
                  replay_worker: str | None = None, replay_resources: Any = "auto",
-                 checkpoint_path: str | None = None, checkpoint_interval: float = 30.0,
+                 checkpoint_interval: float = 30.0,
                  settings: LoopSettings | None = None, supervise_interval: float = 1.0):
         self.executor = executor
         self.actor_cfg = actor_cfg
@@ -77,7 +75,6 @@ class ApeXBackend:
         self.actor_workers = actor_workers
         self.replay_worker = replay_worker
         self.replay_resources = replay_resources
-        self.checkpoint_path = checkpoint_path
         self.checkpoint_interval = float(checkpoint_interval)
         self.settings = settings or LoopSettings()
         self.supervise_interval = float(supervise_interval)
@@ -115,8 +112,10 @@ class ApeXBackend:
 
     # -- start -------------------------------------------------------------------------------
     def start(self, flat: np.ndarray, version: int, control: dict[str, Any],
-              restore: bool = False) -> None:
-        """Create the replay (from its checkpoint if ``restore``), publish the first
+              restore: dict | None = None, **replay: Any) -> None:
+        """Create the replay (from the replay file ``restore``, see
+        :class:`~esnb.runners.replay_service.ReplayService`, which takes the other keywords:
+        where recovery checkpoints go, counts of earlier replays), publish the first
         parameters and the control (exploration, pass length), and start the loops."""
         resources = self.replay_resources
         if resources == "auto":
@@ -125,8 +124,8 @@ class ApeXBackend:
                 resources = {ACTOR_RESOURCE: 1}
         self.replay = ReplayService(
             self.executor, self.replay_config, seed=self.seed, worker=self.replay_worker,
-            resources=resources, checkpoint_path=self.checkpoint_path,
-            checkpoint_interval=self.checkpoint_interval, restore=restore)
+            resources=resources, checkpoint_interval=self.checkpoint_interval, restore=restore,
+            **replay)
         self._state = {"stop": False, "paused": False, **control,
                        "replay": self.replay.info(),
                        "replay_generation": self.replay.generation, "params_version": -1}

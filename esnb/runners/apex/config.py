@@ -99,9 +99,10 @@ class ApeXConfig(Settings):
         help="worker resources the replay asks for; auto: the long-lived actor worker of "
              "esnb.cluster.actor_resources if the cluster has one, else the first worker")
     replay_checkpoint: str | None = setting(None, kind="str",
-                                            help="the replay's checkpoint file (none: "
-                                                 "<tmp>/esnb-replay/<name>/replay.npz; '': "
-                                                 "never)")
+                                            help="the replay's recovery checkpoint file, to "
+                                                 "recreate it when its worker dies (none: in "
+                                                 "the run folder, or a private folder removed "
+                                                 "on close; '': never)")
     replay_checkpoint_interval: float = setting(30.0, low=0.0, low_open=True, high=1e6,
                                                 help="seconds between replay checkpoints")
     inline_actor_steps: int = setting(256, low=1, high=1_000_000, live=True,

@@ -33,10 +33,7 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -54,11 +51,12 @@ from esnb.runners.apex.metrics import Throughput, history_row
 from esnb.runners.apex.tasks import LoopSettings
 from esnb.runners.base import Runner
 from esnb.runners.executor import make_executor
+from esnb.runners.replay_files import ReplayCheckpoints
 
 log = logging.getLogger("esnb.apex")
 
 
-class ApeX(Runner):
+class ApeX(ReplayCheckpoints, Runner):
     """Ape-X DQN (see :class:`ApeXDPG` for continuous actions; ``variant="dpg"`` builds one).
 
     Parameters
@@ -73,7 +71,7 @@ class ApeX(Runner):
     config : ApeXDQNConfig, optional
         All settings at once (keyword settings are applied on top).
     name : str, optional
-        Run name (task keys, the replay's default checkpoint folder).
+        Run name (task keys).
     **settings
         Any setting below.
     """
@@ -85,6 +83,8 @@ class ApeX(Runner):
     rate_controls: tuple[str, ...] = ("lr",)
     #: the variant's network, learner and replay transition spec
     _build = staticmethod(build_dqn)
+    #: a checkpoint's replay file comes with the actors' reports of the same moment
+    drain_with_replay = True
 
     def __new__(cls, env: str | None = None, **settings: Any):
         # ApeX(env, variant="dpg") builds the DPG runner, as it always did
@@ -111,21 +111,17 @@ class ApeX(Runner):
         self.actor_cfg = ActorConfig(cfg.env, cfg.variant, self.net, cfg.num_actors, cfg.n_step,
                                      cfg.gamma, cfg.priority_eps, cfg.max_episode_steps,
                                      tuple(sorted(cfg.env_kwargs.items())))
-        # not <tmp>/esnb: a folder named like the package would shadow it (as a namespace
-        # package) for anyone who runs Python from the temporary directory
-        default = Path(tempfile.gettempdir()) / "esnb-replay" / self.name / "replay.npz"
-        path = str(default) if cfg.replay_checkpoint is None else cfg.replay_checkpoint
-        self.replay_checkpoint = path or None
         self.executor = make_executor(client)
         self.backend = ApeXBackend(
             self.executor, self.actor_cfg, self.replay_config, seed=replay_seed,
             loops=cfg.loops, actor_workers=cfg.actor_workers, replay_worker=cfg.replay_worker,
-            replay_resources=cfg.replay_resources, checkpoint_path=self.replay_checkpoint,
+            replay_resources=cfg.replay_resources,
             checkpoint_interval=cfg.replay_checkpoint_interval,
             settings=LoopSettings(flush_size=cfg.flush_size, param_period=cfg.actor_param_period,
                                   sleeps=self.executor.remote))
         self._eval_rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 7]))
-        self._restore_replay = False
+        #: recreations, transitions lost and checkpoints of the run's earlier replays
+        self._replay_counts: dict[str, int] = {}
         self._published: dict[str, Any] = {}
         self._last_drain = 0.0
         self._loop_steps: dict[str, int] = {}
@@ -200,9 +196,13 @@ class ApeX(Runner):
         super().resume()
 
     def close(self) -> list[dict]:
-        """Stop the actor loops and release the replay (a later start() makes new ones)."""
+        """Stop the actor loops and release the replay (a later start() makes new ones, from
+        the replay file of the last checkpoint if there is one)."""
         super().close()
         with self._iter_lock:
+            if self.backend.started:
+                self._replay_counts = self.replay.counts()
+                self._replay_restore = self.replay.surviving()
             out = self.backend.stop()
             self.trainer.forget()
             return out
@@ -271,7 +271,8 @@ class ApeX(Runner):
 
                 torch.set_num_threads(int(self.config.learner_threads))
             self.backend.start(self.learner.params(), self.params_version, control,
-                               restore=self._restore_replay)
+                               restore=self._replay_restore, counts=self._replay_counts,
+                               **self._recovery_files(self.config.replay_checkpoint))
         else:
             self.backend.start_loops()
             self.backend.pause(False)
@@ -295,6 +296,8 @@ class ApeX(Runner):
         # the published parameters may have lived on the lost worker: publish them again
         if events:
             self._publish_params()
+        if "replay" in events:  # the row shows the recreated replay's counters, not the lost
+            self.replay_stats = self.backend.replay.call("stats")
 
     def _drain(self, force: bool = False) -> None:
         """The replay's counters and the loops' reports (env steps, finished episodes)."""
@@ -302,7 +305,9 @@ class ApeX(Runner):
         if not force and now - self._last_drain < 0.25:
             return
         self._last_drain = now
-        out = self.backend.replay.call("drain")
+        self._take_drained(self.backend.replay.call("drain"))
+
+    def _take_drained(self, out: dict) -> None:
         self.replay_stats = out["stats"]
         for report in out["infos"]:
             key = str(report["loop"])
@@ -319,30 +324,27 @@ class ApeX(Runner):
                               "env_steps": self.env_steps, "eval_return": eval_return}
             self.stop()
 
-    # -- checkpoints -------------------------------------------------------------------------
-    def save(self, path):
-        """Write the run's checkpoint; the replay's contents go to its own checkpoint file
-        (``replay_checkpoint``) at the same time, and a loaded run starts from it."""
-        with self._iter_lock:
-            if self.backend.started:
-                try:
-                    self.trainer.flush(self.backend.replay)
-                    self.backend.replay.maybe_checkpoint(force=True)
-                except ReplayLost:
-                    log.warning("replay lost while saving: the run resumes from the last "
-                                "replay checkpoint")
-            return super().save(path)
+    # -- checkpoints (save/load: ReplayCheckpoints) -------------------------------------------
+    def _before_replay_checkpoint(self) -> None:
+        self.trainer.flush(self.backend.replay)  # the priorities of the last chunk first
+
+    def _replay_checkpointed(self, reply: dict) -> None:
+        self._take_drained(reply)  # what the actors reported up to the replay's moment
+        self.env_steps = int(sum(self._loop_steps.values()))
 
     def _state_dict(self):
         meta, arrays = self.learner.state_dict()
         arrays = {f"learner.{k}": v for k, v in arrays.items()}
+        replay = self.backend.replay
         meta = {"learner": meta, "learner_steps": self.learner_steps, "sampled": self.sampled,
                 "learner_cpu": self.learner_cpu,
                 "env_steps": self.env_steps, "episodes": self.episodes,
                 "params_version": self.params_version, "loop_steps": dict(self._loop_steps),
                 "eval_rng": self._eval_rng.bit_generator.state, "best_eval": (
                     None if not np.isfinite(self.best_eval) else self.best_eval),
-                "solved_at": self.solved_at, "replay_checkpoint": self.replay_checkpoint}
+                "solved_at": self.solved_at, "replay": self._replay_record,
+                "pending_episodes": list(self._pending_episodes),
+                "replay_counts": replay.counts() if replay is not None else self._replay_counts}
         return meta, arrays
 
     def _load_state_dict(self, meta, arrays):
@@ -359,9 +361,9 @@ class ApeX(Runner):
         self._eval_rng.bit_generator.state = meta["eval_rng"]
         self.best_eval = -np.inf if meta["best_eval"] is None else float(meta["best_eval"])
         self.solved_at = meta["solved_at"]
-        path = meta.get("replay_checkpoint")
-        self._restore_replay = bool(path) and os.path.exists(path) and \
-            path == self.replay_checkpoint
+        self._pending_episodes = list(meta.get("pending_episodes", []))
+        self._replay_counts = {k: int(v) for k, v in (meta.get("replay_counts") or {}).items()}
+        self._load_replay_record(meta)
 
 
 class ApeXDPG(ApeX):
