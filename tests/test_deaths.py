@@ -14,9 +14,9 @@ import signal
 
 import psutil
 import pytest
+from test_survive import saved_iteration, start, wait_for_generation
 
 from esnb.cluster.deaths import ECHO_FILTER, death_line
-from test_survive import saved_iteration, start, wait_for_generation
 
 RUNS = {
     "es": ["train", "es", "--env", "HalfCheetah-v5", "--max-episode-steps", "200",
