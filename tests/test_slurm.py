@@ -157,7 +157,7 @@ def test_apex_learns_through_slurm_and_survives_its_actor_job_killed(slurm, tmp_
                  eval_episodes=5, target_return=150, replay_checkpoint=str(ck),
                  replay_checkpoint_interval=1.0)
         try:
-            r.start(seconds=240)  # ends when an evaluation reaches 150
+            r.start(learner_steps=20_000)  # ends sooner: when an evaluation reaches 150
             killed_at = None
             while r.running:
                 if r.backend.replay is not None and killed_at is None:
