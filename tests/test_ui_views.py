@@ -65,9 +65,9 @@ def test_control_widget_follows_the_schema(control, value, kind):
     assert w.value == value and w.description == control.name
     assert w.disabled is (not control.live)
     assert control.help in w.tooltip or control.allowed() in w.tooltip
-    if kind is widgets.FloatLogSlider:
-        assert w.max == pytest.approx(1.0 if control.high == 10 else -2 + 3)  # 10 or 1000x up
-        assert 10 ** w.min < value
+    if kind is widgets.FloatLogSlider:  # one decade either side of the value
+        assert 10 ** w.max == pytest.approx(value * 10, rel=1e-2)
+        assert 10 ** w.min == pytest.approx(value / 10, rel=1e-2)
     if kind in (widgets.FloatSlider, widgets.IntSlider):
         assert (w.min, w.max) == (control.low, control.high)
     if kind is widgets.Dropdown:

@@ -150,18 +150,18 @@ class Progress:
 
 def finish(runner, args, started: float, folder: Path, evaluate: bool = True) -> dict:
     """Evaluate the final policy (unless interrupted), write the run folder, print a summary."""
-    from esnb.record import write_run_folder
+    from esnb.record import strict, write_run_folder
 
     summary = {"wall_time_total": None}
     final = getattr(args, "final_eval", 10)
     if evaluate and hasattr(runner, "evaluate") and final > 0:
-        returns = runner.evaluate(final)
+        returns = runner.evaluate_final(final)  # kept on the runner: plot.html marks it
         summary.update(final_eval_mean=float(returns.mean()), final_eval_std=float(returns.std()),
                        final_eval_episodes=int(len(returns)))
     summary["wall_time_total"] = time.perf_counter() - started
     write_run_folder(runner, folder, summary)
     if evaluate:
-        print(json.dumps(summary, indent=2))
+        print(json.dumps(strict(summary), indent=2, allow_nan=False))
         print(f"run folder: {folder}")
     return summary
 

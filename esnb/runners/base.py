@@ -351,6 +351,18 @@ class Runner:
         return draw(self.history, self.changes, title=f"{self.algorithm} {self.name}",
                     runner=self)
 
+    #: the last :meth:`evaluate_final`: mean, std, episodes and where the run was; plots mark it
+    final_evaluation: dict[str, Any] | None = None
+
+    def evaluate_final(self, episodes: int = 10) -> np.ndarray:
+        """``self.evaluate(episodes)``, kept in :attr:`final_evaluation` for the plots."""
+        returns = np.asarray(self.evaluate(episodes), dtype=np.float64)
+        last = self._records[-1] if self._records else {}
+        where = {k: last[k] for k in (self.iteration_column, "wall_time", "env_steps") if k in last}
+        self.final_evaluation = {**where, "mean": float(returns.mean()),
+                                 "std": float(returns.std()), "episodes": int(returns.size)}
+        return returns
+
     # -- checkpoints -------------------------------------------------------------------------
     def save(self, path) -> Any:
         """Write a checkpoint; safe to call while running (it waits for the iteration)."""

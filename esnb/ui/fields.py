@@ -3,7 +3,7 @@
 =====================================  ============================================
 control                                widget
 =====================================  ============================================
-float, ``log=True``                    ``FloatLogSlider`` over the schema bounds
+float, ``log=True``                    ``FloatLogSlider``, 10x either side, in bounds
 float, both bounds finite              ``FloatSlider`` over the bounds
 float, otherwise                       ``FloatText``
 int, both bounds finite, <= 200 apart  ``IntSlider`` over the bounds
@@ -31,7 +31,13 @@ from esnb.controls import Control
 
 DESCRIPTION_WIDTH = "110px"
 INT_SLIDER_SPAN = 200
-LOG_DECADES_BELOW = 3  # a log slider without a usable low bound reaches 1000x below its value
+#: a log slider spans this many decades either side of its value (within the bounds): 10x
+#: down to 10x up over ~250 px moves the value ~2% a step, 25 px ~1.6x (sigma 0.02 -> 0.03);
+#: values beyond it are set from code or the readout, and the slider widens to show them
+LOG_DECADES = 1.0
+#: a slider's value as a person sets it: 3 significant figures (a pixel is ~1% of a value)
+SIGNIFICANT = 3
+SLIDER_WIDTH = "440px"
 
 
 def _nudge_in(control: Control, low: float, high: float) -> tuple[float, float]:
@@ -45,17 +51,30 @@ def _nudge_in(control: Control, low: float, high: float) -> tuple[float, float]:
 
 
 def _log_range(control: Control, value: float) -> tuple[float, float]:
-    """Exponents (base 10) of a log slider's ends that include ``value``."""
-    ref = value if value > 0 else 1.0
+    """Exponents (base 10) of a log slider's ends: ``LOG_DECADES`` around ``value``, cut at
+    the schema's bounds (just inside an open one)."""
+    ref = math.log10(value if value > 0 else 1.0)
+    lo, hi = ref - LOG_DECADES, ref + LOG_DECADES
     if control.low is not None and control.low > 0:
-        lo = math.log10(control.low) + (0.01 if control.low_open else 0.0)
-    else:
-        lo = math.floor(math.log10(ref)) - LOG_DECADES_BELOW
+        lo = max(lo, math.log10(control.low) + (0.01 if control.low_open else 0.0))
     if control.high is not None and control.high > 0:
-        hi = math.log10(control.high) - (0.01 if control.high_open else 0.0)
-    else:
-        hi = math.ceil(math.log10(ref)) + LOG_DECADES_BELOW
-    return min(lo, math.log10(ref)), max(hi, math.log10(ref))
+        hi = min(hi, math.log10(control.high) - (0.01 if control.high_open else 0.0))
+    return round(min(lo, ref), 3), round(max(hi, ref), 3)
+
+
+def rounded(widget: widgets.ValueWidget, value: Any) -> Any:
+    """A slider's float as a person means it: ``SIGNIFICANT`` figures (0.0933, not
+    0.09332543007969896); other values unchanged."""
+    if isinstance(widget, (widgets.FloatLogSlider, widgets.FloatSlider)) and value:
+        return float(f"{float(value):.{SIGNIFICANT}g}")
+    return value
+
+
+def short(value: Any) -> str:
+    """``value`` for a message: floats to ``SIGNIFICANT`` figures."""
+    if isinstance(value, float):
+        return f"{value:.{SIGNIFICANT}g}"
+    return str(value)
 
 
 def tooltip(control: Control) -> str:
@@ -67,7 +86,7 @@ def control_widget(control: Control, value: Any) -> widgets.ValueWidget:
     """The widget of ``control`` showing ``value``; disabled when the control is fixed."""
     common = dict(description=control.name, tooltip=tooltip(control),
                   disabled=not control.live, style={"description_width": DESCRIPTION_WIDTH},
-                  layout=widgets.Layout(width="340px"))
+                  layout=widgets.Layout(width=SLIDER_WIDTH))
     kind = control.kind
     finite = control.low is not None and control.high is not None
     if kind == "bool":
@@ -79,7 +98,7 @@ def control_widget(control: Control, value: Any) -> widgets.ValueWidget:
         return widgets.Text(value=str(value), continuous_update=False, **common)
     if kind == "float" and control.log and (value > 0):
         lo, hi = _log_range(control, float(value))
-        return widgets.FloatLogSlider(value=float(value), base=10, min=lo, max=hi, step=0.01,
+        return widgets.FloatLogSlider(value=float(value), base=10, min=lo, max=hi, step=0.005,
                                       readout_format=".3g", continuous_update=False, **common)
     if kind == "float" and finite:
         lo, hi = _nudge_in(control, float(control.low), float(control.high))

@@ -67,7 +67,7 @@ class LivePlot(BokehModel):
     max_points : int
         Points kept per series in the browser; older ones roll over.
     width, height : int
-        Size of one panel.
+        Smallest width of one panel (it follows the page) and the height of its frame.
 
     Notes
     -----
@@ -95,6 +95,8 @@ class LivePlot(BokehModel):
         # the history so far (a resumed run's included) goes in before the widget exists, so
         # the first render already shows it; from here on only the pump thread writes
         self._append(records)
+        if getattr(runner, "final_evaluation", None):
+            self.run_figure.mark_final(runner.final_evaluation)
         load_bokehjs()  # before the widget: the page must have BokehJS when its view is made
         super().__init__(self.run_figure.layout, **kwargs)
         # jupyter_bokeh's view drops the patches that reach it before it has rendered, and a
@@ -173,8 +175,7 @@ class LivePlot(BokehModel):
 
     def _resend_all(self) -> None:
         """Send each source's whole data again (to views that missed streamed rows)."""
-        for src in [*(s for group in self.run_figure.series_sources for s in group),
-                    *self.run_figure.marker_sources]:
+        for src in self.run_figure.all_sources():
             data = src.data
             src.trigger("data", data, data)
 
@@ -187,6 +188,9 @@ class LivePlot(BokehModel):
         self._last = now
         self._force = False
         self._append(self.runner.records)
+        final = getattr(self.runner, "final_evaluation", None)
+        if final:
+            self.run_figure.mark_final(final)
         with self._drawn:
             self._drawn.notify_all()
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from esnb.ui.fields import control_widget, show_value
+from esnb.ui.fields import control_widget, rounded, short, show_value
 from esnb.ui.pump import PUMP
 
 ERROR_STYLE = "color:#b00020"
@@ -84,6 +84,17 @@ def status_html(runner, row: dict | None, link: str | None) -> str:
     return " · ".join(parts)
 
 
+def when_applied(runner) -> str:
+    """When a control set now takes effect, said truly for every state of the run."""
+    it = runner.iteration_column.replace("_", " ")
+    state = runner.state
+    if state in ("running", "paused"):
+        return f"from the next {it}" + (" (after resume)" if state == "paused" else "")
+    if state == "idle":
+        return f"from the first {it}"
+    return f"(the run is {state}: it applies when the run continues)"
+
+
 class ControlPanel(widgets.VBox):
     """Widgets for ``runner``'s controls, lifecycle buttons and a status line.
 
@@ -106,6 +117,8 @@ class ControlPanel(widgets.VBox):
         State, iteration, env steps, steps/s, elapsed, dashboard link.
     message : ipywidgets.HTML
         The outcome of the last action (a refused value's error, in red).
+    message_text : str
+        The same as plain text (for ``print``).
     run_error : ipywidgets.HTML
         Why the run failed, while it is failed.
     """
@@ -116,6 +129,7 @@ class ControlPanel(widgets.VBox):
         self.budget = dict(budget or {})
         self.status_interval = float(status_interval)
         self._local = threading.local()  # .syncing: a value we put into a widget ourselves
+        self.message_text = ""
         self._last = 0.0
         self._seen_version = -1
         self._link = dashboard_link(runner)
@@ -160,15 +174,17 @@ class ControlPanel(widgets.VBox):
         def handler(change):
             if getattr(self._local, "syncing", False):
                 return
+            new = rounded(self.fields[name], change["new"])
             try:
-                self.runner.controls.set(**{name: change["new"]})
+                self.runner.controls.set(**{name: new})
             except ValueError as exc:
                 self._say(str(exc), error=True)
                 # snap back to the value in force: the refused one never reached the runner
                 self._show(name, self.runner.controls[name])
             else:
-                self._say(f"{name} = {change['new']!r} from the next "
-                          f"{self.runner.iteration_column.replace('_', ' ')}")
+                if new != change["new"]:
+                    self._show(name, new)
+                self._say(f"{name} = {short(new)} {when_applied(self.runner)}")
             PUMP.wake()
         return handler
 
@@ -214,7 +230,8 @@ class ControlPanel(widgets.VBox):
     def _say(self, text: str, error: bool = False) -> None:
         style = ERROR_STYLE if error else INFO_STYLE
         mark = "✗" if error else "✓"
-        self.message.value = f'<span style="{style}">{mark} {html.escape(text)}</span>'
+        self.message_text = f"{mark} {text}"
+        self.message.value = f'<span style="{style}">{html.escape(self.message_text)}</span>'
 
     def _show(self, name: str, value: Any) -> None:
         """Put ``value`` into a field without sending it back to the controls."""
