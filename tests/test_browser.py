@@ -1,25 +1,31 @@
-"""Tutorial 04 in a real browser: JupyterLab, headless Chromium, a person's clicks.
+"""Tutorial 04 in a real browser: JupyterLab, headless Chromium, Run All, then a person's hand.
 
 The server is started through ``binder/start`` (threads instead of worker processes, a small
 noise table, the Dask dashboard behind ``/proxy/<port>/status``), as on mybinder.org. Chromium,
 driven by Playwright, opens ``tutorials/04_live_control.ipynb`` (a copy) and
 
-1. runs the tutorial from the menu up to the cell that starts, pauses and steps the run;
-2. checks that the control panel rendered (status line with the proxied dashboard link,
-   buttons enabled for a paused run, the sigma slider) and that the live bokeh plot rendered
-   and holds one point per generation so far (read from BokehJS in the page);
-3. drags the sigma slider with the mouse and presses the panel's "resume" button;
-4. waits for the run to finish in the status line, for the plot to grow to every generation
-   and to show the change marker;
+1. runs the whole tutorial with Run > Run All Cells;
+2. checks that after Run All the dashboard is still there and usable (no "model not found"):
+   status line with the proxied dashboard link, the run finished, buttons enabled for a
+   finished run, the sigma slider at the value the tutorial set; the exercise printed plain
+   text (no HTML); the live plot holds every generation with the change marker, its ticks read
+   like ``2M`` (the page's own tick formatter asked), and the static figure of the last cell
+   marks the final evaluation;
+3. drags the sigma slider with the mouse: the panel says, rounded to 3 figures, that the value
+   applies when the finished run continues; presses the panel's "start" button;
+4. waits for the continued run to finish in the status line and for the plot to grow;
 5. types a cell that prints the run's change log and history, and checks that the dragged
-   value was recorded and took effect at the first generation after the pause;
+   value was recorded and took effect at the first generation of the continued run;
 6. saves the notebook and reloads the page, as after a lost connection: the dashboard comes
    back from the kernel, and the plot (rebuilt from scratch in the page) holds every
-   generation and the marker again.
+   generation and the markers again.
 
-A screenshot of the dashboard is saved under ``$ESNB_TEST_OUTPUT`` (CI's ``test-output/``) or
-the test's temporary directory, and its path printed. Without Chromium or Playwright the test
-is skipped and says why; with ``ESNB_REQUIRE_BROWSER=1`` (set by ``.ci/run``) it fails instead.
+Throughout, the page must log no console error (nor BokehJS's "could not set initial ranges")
+and request nothing from another host (BokehJS comes from the installed bokeh, inline: no CDN).
+Screenshots of the dashboard and of the static figure are saved under ``$ESNB_TEST_OUTPUT``
+(CI's ``test-output/``) or the test's temporary directory, and their paths printed. Without
+Chromium or Playwright the test is skipped and says why; with ``ESNB_REQUIRE_BROWSER=1`` (set
+by ``.ci/run``) it fails instead.
 """
 
 from __future__ import annotations
@@ -51,7 +57,20 @@ BOKEH_SOURCES = """() => {
     for (const m of doc.all_models) {
       if (m.type !== "ColumnDataSource") continue;
       const entries = m.data instanceof Map ? [...m.data.entries()] : Object.entries(m.data);
-      out.push(Object.fromEntries(entries.map(([k, v]) => [k, Array.from(v)])));
+      const d = Object.fromEntries(entries.map(([k, v]) => [k, Array.from(v)]));
+      d.name = m.name;
+      out.push(d);
+    }
+  }
+  return out;
+}"""
+
+# JavaScript: what each of the page's compact tick formatters writes for a few ticks
+TICK_LABELS = """() => {
+  const out = [];
+  for (const doc of ((window.Bokeh && window.Bokeh.documents) || [])) {
+    for (const m of doc.all_models) {
+      if (m.type === "CustomJSTickFormatter") out.push(m.doFormat([0, 5e5, 2e6, 1.5e9], {loc: 0}));
     }
   }
   return out;
@@ -97,15 +116,17 @@ def _free_port() -> int:
 
 
 def _cell_indices() -> tuple[int, int, int, int]:
-    """Indices of the first code cell, the dashboard cell and the cell that starts the run,
-    and the number of cells."""
+    """Indices of the first code cell, the dashboard cell and the last code cell (the static
+    figure), and the number of cells."""
     nb = json.loads(NOTEBOOK.read_text())
     sources = ["".join(c["source"]) if c["cell_type"] == "code" else None for c in nb["cells"]]
     first = next(i for i, s in enumerate(sources) if s is not None)
     board = next(i for i, s in enumerate(sources) if s and "esnb.dashboard(" in s)
-    start = next(i for i, s in enumerate(sources) if s and "runner.start(" in s and i > board)
-    assert start + 1 < len(sources), "tutorial 04 must go on after the cell that starts the run"
-    return first, board, start, len(sources)
+    last = max(i for i, s in enumerate(sources) if s is not None)
+    assert "runner.plot()" in sources[last], "tutorial 04's last code cell shows runner.plot()"
+    assert not any(s and "board.close()" in s for s in sources), (
+        "tutorial 04 must not close its board: Run All would leave 'model not found'")
+    return first, board, last, len(sources)
 
 
 @pytest.fixture
@@ -197,8 +218,18 @@ def test_tutorial_04_runs_and_its_slider_steers_the_run_in_a_real_browser(
         page = browser.new_page(viewport={"width": 1400, "height": 1800})
         page_errors: list[str] = []
         page.on("pageerror", lambda exc: page_errors.append(str(exc)))
+        console: list[tuple[str, str]] = []
+        page.on("console", lambda msg: console.append((msg.type, msg.text)))
+        foreign: list[str] = []  # requests to any other host than the Jupyter server
+        page.on("request", lambda req: foreign.append(req.url)
+                if not req.url.startswith((lab, "data:", "blob:", "about:")) else None)
         try:
             _drive(page, lab, cell_indices, output_dir, timings, t0)
+            assert not page_errors, page_errors
+            assert not foreign, f"requests outside the Jupyter server (a CDN?): {foreign[:5]}"
+            bad = [(kind, text) for kind, text in console
+                   if kind == "error" or "could not set initial ranges" in text]
+            assert not bad, f"browser console: {bad[:5]}"
         except BaseException:
             shot = output_dir / "tutorial04-failure.png"
             page.screenshot(path=str(shot))
@@ -217,7 +248,7 @@ def test_tutorial_04_runs_and_its_slider_steers_the_run_in_a_real_browser(
 
 
 def _drive(page, base, cell_indices, output_dir, timings, t0):
-    first_code, board_idx, start_idx, n_cells = cell_indices
+    first_code, board_idx, last_idx, n_cells = cell_indices
 
     def mark(name):
         timings[name] = time.monotonic() - t0
@@ -232,13 +263,12 @@ def _drive(page, base, cell_indices, output_dir, timings, t0):
     mark("notebook open")
 
     cells = page.locator(".jp-Notebook .jp-Cell")
-    # 1. Run > Run All Above Selected Cell, with the cell after the one that starts the run
-    #    selected (retried once: a click can land while the page is still settling)
+    # 1. Run > Run All Cells (retried once: a click can land while the page is still settling)
     prompt = cells.nth(first_code).locator(".jp-InputPrompt")
     for attempt in range(2):
-        cells.nth(start_idx + 1).click()
+        cells.nth(first_code).click()
         page.locator(".lm-MenuBar-item", has_text="Run").first.click()
-        page.locator(".lm-Menu-item:visible", has_text="Run All Above Selected Cell").click()
+        page.locator(".lm-Menu-item[data-command='runmenu:run-all']:visible").click()
         try:
             page.wait_for_function(
                 "el => /\\[(\\*|\\d+)\\]/.test(el.innerText)", arg=prompt.element_handle(),
@@ -248,36 +278,49 @@ def _drive(page, base, cell_indices, output_dir, timings, t0):
             if attempt:
                 raise
     board = cells.nth(board_idx).locator(".jp-OutputArea")
-    start_out = cells.nth(start_idx).locator(".jp-OutputArea")
-    text = _wait_for_output(page, start_out, "after one step", timeout=300)
-    mark("tutorial ran to the pause")
-    paused_at = int(re.search(r"after one step:\s*(\d+)", text).group(1))
+    last_out = cells.nth(last_idx).locator(".jp-OutputArea")
+    _wait_for_output(page, last_out, "final evaluation:", timeout=420)
+    cells.nth(last_idx).locator("canvas").first.wait_for(state="visible")
+    mark("Run All done")
 
-    # 2. the control panel (its status line follows the runner a pump round later)...
+    # 2. after Run All the panel is alive: nothing closed it, the run is finished
     status = board.locator(".widget-html-content", has_text="generation").first
     board.locator(".widget-html-content",
-                  has_text=re.compile(rf"paused · generation {paused_at}\b")).wait_for()
+                  has_text=re.compile(r"finished · generation \d+")).wait_for()
+    finished_at = int(re.search(r"generation (\d+)", status.inner_text()).group(1))
+    assert not page.get_by_text("model not found").count()
     link = status.locator("a", has_text="Dask dashboard")
     assert re.fullmatch(r"/proxy/\d+/status", link.get_attribute("href")), (
         "binder/start's dashboard link (jupyter-server-proxy) should be in the status line")
     buttons = {name: board.locator("button", has_text=name).first
                for name in ("start", "pause", "resume", "step one", "stop")}
-    assert buttons["resume"].is_enabled() and buttons["stop"].is_enabled()
-    assert buttons["pause"].is_disabled() and buttons["start"].is_disabled()
+    assert buttons["start"].is_enabled() and buttons["step one"].is_enabled()
+    assert buttons["pause"].is_disabled() and buttons["stop"].is_disabled()
     slider = board.locator(".widget-slider",
                            has=page.locator(".widget-label", has_text=re.compile(r"^sigma$")))
     readout = slider.locator(".widget-readout")
-    assert float(readout.inner_text()) == pytest.approx(0.02)
-    # ... and the live plot: drawn (a canvas with a size) and holding every generation so far
+    assert float(readout.inner_text()) == pytest.approx(0.05)  # what the tutorial set
+    # the exercise printed text, not markup
+    exercise = cells.filter(has_text="panel says:").last.locator(".jp-OutputArea").inner_text()
+    assert "population must be even" in exercise and "<span" not in exercise
+    # the live plot: drawn, every generation, the change marker, compact ticks
     canvas = board.locator("canvas").first
     canvas.wait_for(state="visible")
     box = canvas.bounding_box()
     assert box["width"] > 100 and box["height"] > 100, box
-    page.wait_for_function(
-        f"() => ({BOKEH_SOURCES})().some(d => d.y && d.y.length === {paused_at})",
-        timeout=30_000)
+    _wait_for_every_generation(page, finished_at)
+    ticks = page.evaluate(TICK_LABELS)
+    assert ticks and all(t == ["0", "500k", "2M", "1.5B"] for t in ticks), ticks
+    # the static figure of the last cell marks the final evaluation
+    page.wait_for_function(f"() => ({BOKEH_SOURCES})().some(d => d.name === "
+                           f"'final evaluation' && d.x.length === 1)")
+    last_out.scroll_into_view_if_needed()
+    shot = output_dir / "tutorial04-static-plot.png"
+    cells.nth(last_idx).screenshot(path=str(shot))
+    print(f"\nscreenshot of the static figure: {shot}")
+    mark("panel checked")
 
-    # 3. drag the sigma slider to the right, as a person would
+    # 3. drag the sigma slider to the right, as a person would, on the finished run
     handle = slider.locator(".noUi-handle")
     handle.scroll_into_view_if_needed()
     hb = handle.bounding_box()
@@ -286,31 +329,35 @@ def _drive(page, base, cell_indices, output_dir, timings, t0):
     page.mouse.down()
     page.mouse.move(x + 12, y, steps=6)
     page.mouse.up()
-    # the kernel accepted it: the panel's message line comes back from Python
+    # the kernel accepted it: the panel's message line comes back from Python, rounded
     message = board.locator(".widget-html-content", has_text="sigma =")
     message.wait_for(timeout=30_000)
-    new_sigma = float(re.search(r"sigma = ([0-9.eE+-]+)", message.inner_text()).group(1))
-    assert new_sigma > 0.02
-    assert float(readout.inner_text()) == pytest.approx(new_sigma, rel=5e-3)
+    said = message.inner_text()
+    new_text = re.search(r"sigma = ([0-9.eE+-]+)", said).group(1)
+    new_sigma = float(new_text)
+    assert float(f"{new_sigma:.3g}") == new_sigma, said  # 3 significant figures
+    assert "applies when the run continues" in said and "next generation" not in said, said
+    assert 0.05 < new_sigma < 0.1  # 12 pixels of a log slider: a small step
+    assert float(readout.inner_text()) == pytest.approx(new_sigma)
     mark("slider moved")
 
-    buttons["resume"].click()
+    buttons["start"].click()  # the tutorial's budget again, from where it finished
 
-    # 4. the run finishes, and the plot follows
-    board.locator(".widget-html-content", has_text="finished").first.wait_for(timeout=300_000)
-    mark("run finished")
-    finished_at = int(re.search(r"generation (\d+)",
-                                status.inner_text()).group(1))
-    assert finished_at > paused_at + 1
-    _wait_for_every_generation(page, finished_at)
+    # 4. the continued run finishes, and the plot follows
+    board.locator(".widget-html-content", has_text=re.compile(
+        rf"finished · generation (?!{finished_at}\b)\d+")).wait_for(timeout=300_000)
+    mark("run continued")
+    total = int(re.search(r"generation (\d+)", status.inner_text()).group(1))
+    assert total > finished_at + 1
+    _wait_for_every_generation(page, total)
 
     board.scroll_into_view_if_needed()
     shot = output_dir / "tutorial04-dashboard.png"
     cells.nth(board_idx).screenshot(path=str(shot))
-    print(f"\nscreenshot of the dashboard after the run: {shot}")
+    print(f"screenshot of the dashboard after the run continued: {shot}")
 
     # 5. a cell typed into the notebook prints what the run recorded
-    cells.nth(start_idx + 1).click()
+    cells.nth(last_idx).click()
     page.keyboard.press("Escape")
     page.keyboard.press("b")  # insert a code cell below, selected
     page.wait_for_function(
@@ -318,23 +365,24 @@ def _drive(page, base, cell_indices, output_dir, timings, t0):
     page.keyboard.press("Enter")  # edit mode
     page.keyboard.insert_text(CHECK_CELL)
     page.keyboard.press("Shift+Enter")
-    check_out = cells.nth(start_idx + 2).locator(".jp-OutputArea")
+    check_out = cells.nth(last_idx + 1).locator(".jp-OutputArea")
     text = _wait_for_output(page, check_out, "ESNB-CHECK", timeout=60)
     mark("history read")
     record = json.loads(text.split("ESNB-CHECK", 1)[1].strip().splitlines()[0])
 
     assert record["state"] == "finished"
     # the kernel's side of the plot holds each generation once (the page echoes what it gets)
-    assert record["plot_rows"] == finished_at
-    assert len(record["changes"]) == 1, record["changes"]
-    generation, name, old, new = record["changes"][0]
-    assert name == "sigma" and float(old) == 0.02 and float(new) == pytest.approx(new_sigma)
-    # the run was paused after generation `paused_at`: the next one is the first to use it
-    assert generation == paused_at + 1
+    assert record["plot_rows"] == total
+    assert [c[1] for c in record["changes"]] == ["sigma", "sigma"], record["changes"]
+    (g1, _, old1, new1), (generation, _, old, new) = record["changes"]
+    assert (float(old1), float(new1)) == (0.02, 0.05)  # the tutorial's own change
+    assert float(old) == 0.05 and float(new) == new_sigma
+    # set on the finished run: the first generation of the continued run used it
+    assert generation == finished_at + 1
     sigma = dict(record["sigma"])
-    assert len(sigma) == finished_at
-    assert all(s == 0.02 for g, s in sigma.items() if g < generation)
-    assert all(s == pytest.approx(new_sigma) for g, s in sigma.items() if g >= generation)
+    assert len(sigma) == total
+    assert all(s == 0.05 for g, s in sigma.items() if g1 <= g < generation)
+    assert all(s == new_sigma for g, s in sigma.items() if g >= generation)
 
     # 6. save, reload the page: the widgets come back from the kernel, and the new plot view
     #    (whose document starts as it was when the plot was made) is sent the whole data
@@ -348,7 +396,7 @@ def _drive(page, base, cell_indices, output_dir, timings, t0):
     page.locator("#jp-main-statusbar", has_text="| Idle").wait_for(timeout=120_000)
     board.locator(".widget-html-content", has_text="finished").first.wait_for()
     board.locator("canvas").first.wait_for(state="visible")
-    _wait_for_every_generation(page, finished_at)
+    _wait_for_every_generation(page, total)
     mark("page reloaded")
 
 

@@ -40,11 +40,14 @@ MARKER_COLOR = "#888888"
 FINAL_COLOR = "#8b0000"
 #: the series a final evaluation belongs with (its mark goes on the panels that draw it)
 EVAL_COLUMN = "eval_return"
+#: pixels of one line of control-change labels; labels alternate between two lines, so
+#: that two changes close together do not write over each other
+LABEL_LINE = 12
 #: pixels at the top of the plotting frame the control-change labels take
-LABEL_BAND = 14
+LABEL_BAND = 2 * LABEL_LINE + 2
 #: the y ranges' padding (a fraction of the data's span, half above, half below): it keeps
-#: the top LABEL_BAND pixels of a frame of >= 120 px free of data
-Y_PADDING = 0.25
+#: the top LABEL_BAND pixels of a frame of >= 200 px free of data
+Y_PADDING = 0.35
 #: how many figures share a row
 COLUMNS = 2
 
@@ -126,7 +129,7 @@ class RunFigure:
     width : int
         Smallest width of one figure in pixels (it stretches to the page).
     height : int
-        Height of one figure's plotting frame in pixels.
+        Height of one figure in pixels (its plotting frame: ~90 less, 200 at least).
     max_points : int, optional
         Rows kept per series in the browser (older ones roll over); None keeps all.
     """
@@ -149,7 +152,7 @@ class RunFigure:
         self.final: dict[str, Any] | None = None
         self.final_items: list[LegendItem] = []
         colors = iter(Category10_10 * 4)
-        frame_height = max(120, int(height) - 90)  # title, x axis and legend take ~90 px
+        frame_height = max(200, int(height) - 90)  # title, x axis and legend take ~90 px
         for panel, x in zip(self.panels, self.x_columns):
             name = panel.title.replace("{x}", axis_label(x))
             fig = figure(title=f"{title} — {name}" if title else name, min_width=int(width) // 2,
@@ -190,14 +193,14 @@ class RunFigure:
             fig.add_tools(HoverTool(renderers=lines,
                                     tooltips=[(axis_label(x), "@x{0,0.[00]}"),
                                               ("value", "@y{0,0.[000]}")]))
-            markers = ColumnDataSource({"x": [], "text": []}, name="control changes")
+            markers = ColumnDataSource({"x": [], "text": [], "y": []}, name="control changes")
             fig.vspan(x="x", source=markers, line_color=MARKER_COLOR, line_dash="dashed",
                       line_width=1)
             # labels along the frame's top (annotations are clipped to the frame; screen y
-            # counts from its bottom), in a band the y range keeps free of data: 25% padding
-            # leaves 10% of the frame (>= LABEL_BAND px) above the highest point
+            # counts from its bottom), in a band the y range keeps free of data: 35% padding
+            # leaves 13% of the frame (>= LABEL_BAND px of 200) above the highest point
             fig.y_range.range_padding = Y_PADDING
-            fig.add_layout(LabelSet(x="x", y=frame_height - 3, y_units="screen", text="text",
+            fig.add_layout(LabelSet(x="x", y="y", y_units="screen", text="text",
                                     source=markers, x_offset=3, text_font_size="8pt",
                                     text_color="#555555", text_baseline="top"))
             self.figures.append(fig)
@@ -237,8 +240,8 @@ class RunFigure:
         groups: dict[Any, list[Mapping[str, Any]]] = {}
         for c in changes:
             groups.setdefault(c.get(it), []).append(c)
-        for x, src in zip(self.x_columns, self.marker_sources):
-            xs, texts = [], []
+        for x, src, fig in zip(self.x_columns, self.marker_sources, self.figures):
+            xs, texts, ys = [], [], []
             for iteration, group in groups.items():
                 xv = _number(x_at.get(iteration, {}).get(x))
                 if xv is None:  # the change log carries its own position for its columns
@@ -246,8 +249,10 @@ class RunFigure:
                 if xv is not None:
                     xs.append(xv)
                     texts.append(change_text(group))
+                    line = (len(src.data["x"]) + len(ys)) % 2  # every other label a line lower
+                    ys.append(fig.frame_height - 3 - line * LABEL_LINE)
             if xs:
-                src.stream({"x": xs, "text": texts}, rollover=self.max_points)
+                src.stream({"x": xs, "text": texts, "y": ys}, rollover=self.max_points)
         self.rows += len(rows)
         self.changes += len(changes)
 
