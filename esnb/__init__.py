@@ -33,6 +33,7 @@ _LAZY = {
     "AESRL": "esnb.runners.aesrl",
     "CEMRL": "esnb.runners.aesrl",
     "Runner": "esnb.runners.base",
+    "TensorBoard": "esnb.runners.tensorboard",
     "make_client": "esnb.cluster",
     "Controls": "esnb.controls",
     "Control": "esnb.controls",

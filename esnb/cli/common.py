@@ -71,6 +71,10 @@ def add_cluster_arguments(p: argparse.ArgumentParser, workers: int = 2) -> None:
                    help="write the run's checkpoint this often, and when it ends (default: 60)")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar (default: a bar on stderr)")
+    p.add_argument("--tensorboard", nargs="?", const="", default=None, metavar="DIR",
+                   help="also log every history column and each control change for "
+                        "TensorBoard, into DIR (default without DIR: <run folder>/tensorboard; "
+                        "needs esnb[tensorboard]; default: off)")
 
 
 def add_demo_arguments(p: argparse.ArgumentParser) -> None:
@@ -166,6 +170,19 @@ def finish(runner, args, started: float, folder: Path, evaluate: bool = True) ->
     return summary
 
 
+def tensorboard_dir(args, folder: Path) -> Path | None:
+    """Where ``--tensorboard`` writes (None: not asked), once the extra is known installed."""
+    where = getattr(args, "tensorboard", None)
+    if where is None:
+        return None
+    try:
+        import tensorboard  # noqa: F401
+    except ImportError:
+        raise ValueError("--tensorboard needs the tensorboard package: "
+                         "pip install 'esnb[tensorboard]'") from None
+    return Path(where) if where else folder / "tensorboard"
+
+
 def run(cls, values: dict, args, command: str, budget: dict, default_budget: dict,
         preset: str = "laptop", banner: str | None = None) -> int:
     """Plan, start a cluster, run to the budget (with checkpoints), finish; see
@@ -175,9 +192,17 @@ def run(cls, values: dict, args, command: str, budget: dict, default_budget: dic
 
     started = time.perf_counter()
     plan = runs.plan_run(cls, values, args)
+    board_dir = tensorboard_dir(args, plan.folder)  # before any cluster: the extra is there
     with session(args.workers, args.address) as executor:
         runner = runs.build_runner(plan, executor)
         runner.keep_checkpoints(plan.folder / "checkpoint.npz", every=args.checkpoint_every)
+        board = None
+        if board_dir is not None:
+            from esnb.runners.tensorboard import TensorBoard
+
+            # a resumed folder's event files hold the rows up to the resume already
+            board = TensorBoard(runner, board_dir,
+                                history=not any(board_dir.glob("events.out.tfevents.*")))
         todo = runs.remaining(runner, budget, default_budget, plan.saved_target)
         if banner:
             link = executor.dashboard_link
@@ -194,6 +219,8 @@ def run(cls, values: dict, args, command: str, budget: dict, default_budget: dic
                 runner.wait()
             finally:
                 progress.close()
+                if board is not None:
+                    board.close()
         if interrupts.signum is not None:
             finish(runner, args, started, plan.folder, evaluate=False)
             print(runs.stopped_line(runner, interrupts.signum,
