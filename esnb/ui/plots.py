@@ -47,7 +47,7 @@ LABEL_LINE = 12
 LABEL_BAND = 2 * LABEL_LINE + 2
 #: the y ranges' padding (a fraction of the data's span, half above, half below): it keeps
 #: the top LABEL_BAND pixels of a frame of >= 200 px free of data
-Y_PADDING = 0.35
+Y_PADDING = 0.45
 #: how many figures share a row
 COLUMNS = 2
 
@@ -197,8 +197,8 @@ class RunFigure:
             fig.vspan(x="x", source=markers, line_color=MARKER_COLOR, line_dash="dashed",
                       line_width=1)
             # labels along the frame's top (annotations are clipped to the frame; screen y
-            # counts from its bottom), in a band the y range keeps free of data: 35% padding
-            # leaves 13% of the frame (>= LABEL_BAND px of 200) above the highest point
+            # counts from its bottom), in a band the y range keeps free of data: 45% padding
+            # leaves 15% of the frame (31 px of 200 > LABEL_BAND) above the highest point
             fig.y_range.range_padding = Y_PADDING
             fig.add_layout(LabelSet(x="x", y="y", y_units="screen", text="text",
                                     source=markers, x_offset=3, text_font_size="8pt",
