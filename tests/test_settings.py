@@ -120,7 +120,6 @@ def test_es_config_paper_preset_and_auto():
     assert paper.noise_size == PAPER_NOISE_SIZE and paper.action_noise == 0.01
     auto = ESConfig.build(iw_k="auto", iw_k_max=4)
     assert auto.iw_k == 4 and auto.iw_adaptive
-    assert ESConfig.build(iw_distributed=True).iw_distributed is True
 
 
 def test_every_algorithm_has_a_paper_preset_that_builds():

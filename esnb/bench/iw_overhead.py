@@ -27,14 +27,12 @@ def add_arguments(p) -> None:
     p.add_argument("--generations", type=int, default=3, help="measured generations per K")
     p.add_argument("--episode-steps", type=int, default=1000, help="fixed length of every episode")
     p.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes")
-    p.add_argument("--distributed", action="store_true",
-                   help="compute the weights' dot products on the workers")
     p.add_argument("--json", default=None,
                    help="also write the figures to this file (default: not written)")
 
 
 def measure(env="Ant-v5", hidden=(64, 256, 512), ks=(0, 1, 2, 3, 4, 5), population=20,
-            generations=3, episode_steps=1000, workers=2, distributed=False,
+            generations=3, episode_steps=1000, workers=2,
             progress=print) -> list[dict]:
     from esnb.cluster import make_client
     from esnb.runners.es import ES
@@ -45,7 +43,7 @@ def measure(env="Ant-v5", hidden=(64, 256, 512), ks=(0, 1, 2, 3, 4, 5), populati
     try:
         for h in hidden:
             runners = {k: ES(env, population=population, seed=0, client=client, hidden=(h, h),
-                             eval_interval=0, iw_k=k, iw_distributed=bool(distributed),
+                             eval_interval=0, iw_k=k,
                              max_episode_steps=episode_steps, env_kwargs=env_kwargs,
                              name=f"iw-overhead-{h}-k{k}") for k in ks}
             for r in runners.values():  # warm-up: the second generation has a batch to reuse
@@ -73,11 +71,11 @@ def measure(env="Ant-v5", hidden=(64, 256, 512), ks=(0, 1, 2, 3, 4, 5), populati
 def run(args) -> int:
     session = Session()
     rows = measure(args.env, args.hidden, args.ks, args.population, args.generations,
-                   args.episode_steps, args.workers, args.distributed)
+                   args.episode_steps, args.workers)
     print()
     print(f"iw-overhead on {args.env} (fixed {args.episode_steps}-step episodes), population "
           f"{args.population}, {args.workers} workers, median of {args.generations} iterations,"
-          f" weights {'on the workers' if args.distributed else 'on the driver'}")
+          " (every worker replays the IW updates on its replica)")
     print("time per iteration / plain ES:")
     print(f"  {'hidden':>6} {'params':>9} " + " ".join(f"{'K=' + str(k):>7}" for k in args.ks)
           + "   plain ES s/iter")

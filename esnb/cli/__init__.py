@@ -81,6 +81,7 @@ TRAINERS: dict[str, Trainer] = {
 #: ``esnb bench <name>`` -> module implementing the benchmark protocol
 BENCHMARKS: dict[str, str] = {
     "es-scaling": "esnb.bench.es_scaling",
+    "es-scale-out": "esnb.bench.es_scale_out",
     "replay": "esnb.bench.replay",
     "apex": "esnb.bench.apex",
     "apex-scaling": "esnb.bench.apex_scaling",

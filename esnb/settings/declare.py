@@ -195,6 +195,8 @@ class Settings:
 
     #: the algorithm's name in checkpoints and the CLI
     algorithm: ClassVar[str] = ""
+    #: settings that no longer exist: dropped from old checkpoints' configs, refused elsewhere
+    retired: ClassVar[tuple[str, ...]] = ()
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -277,7 +279,9 @@ class Settings:
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> Settings:
-        """Settings from :meth:`to_dict` (validated; unknown names are refused)."""
+        """Settings from :meth:`to_dict` (validated; unknown names are refused, retired ones
+        dropped)."""
+        values = {k: v for k, v in values.items() if k not in cls.retired}
         check_names(cls, values)
         defaults = cls.preset_values("laptop")
         return cls(**cls.prepare({**defaults, **dict(values)}))

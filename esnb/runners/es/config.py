@@ -25,6 +25,8 @@ class ESConfig(Settings):
     ``iw_k > 0``, IW-ES's importance-weighted reuse of each batch."""
 
     algorithm = "ES"
+    #: iw_distributed: workers replay IW-ES updates on their replicas (issue 17), nothing to set
+    retired = ("iw_distributed",)
 
     env: str = setting("CartPole-v1", control=True, help="gymnasium environment id")
     seed: int = setting(0, low=0, control=True, help="seed of every random draw of the run")
@@ -62,10 +64,11 @@ class ESConfig(Settings):
                                             help="episode cap (none: the env's own limit)")
     env_kwargs: dict = setting({}, help="extra gymnasium.make arguments (JSON on the CLI)")
     noise_size: int | None = setting(
-        None, kind="int", low=1, paper=PAPER_NOISE_SIZE,
+        None, kind="int", low=1, high=2**29, paper=PAPER_NOISE_SIZE,
         why="1 GB per process on a 2-core laptop; 25M entries (100 MB, dask config "
             "esnb.noise.size) cover policies up to 25M parameters",
-        help="entries of the shared noise table (none: dask config esnb.noise.size, 25M)")
+        help="entries of the shared noise table (none: dask config esnb.noise.size, 25M; at "
+             "most 2**29: a task packs its offsets in 29 bits)")
     noise_seed: int | None = setting(None, kind="int", low=0,
                                      help="seed of the noise table (none: dask config "
                                           "esnb.noise.seed, 123)")
@@ -89,10 +92,6 @@ class ESConfig(Settings):
                                 help="gradient normalised by the sum of clipped weights (eq. 3) "
                                      "or by n")
     iw_k_max: int = setting(10, low=1, high=1000, help="the most IW updates with iw_k='auto'")
-    iw_distributed: Any = setting("auto", choices=("auto", True, False),
-                                  help="compute IW-ES's eps.delta dot products on the workers "
-                                       "(paper section 3.2); auto: when pairs x d is large")
-
     @classmethod
     def prepare(cls, values: dict[str, Any]) -> dict[str, Any]:
         """``iw_k="auto"``: adaptive IW-ES with at most ``iw_k_max`` updates per batch."""

@@ -12,6 +12,10 @@ checkpoints and used when the run continues.
 
 With ``iw_adaptive`` the updates go on while ESS/n of the raw weights stays above
 ``iw_ess_threshold`` (the paper's future work: skip updates whose variance is excessive).
+
+Every worker replays the updates taken (:class:`~esnb.runners.es.replica.IWUpdate`) on its own
+replica, computing the ``eps_j . delta`` dot products from its own theta: nothing of size d
+travels (the paper's section 3.2 distributed them; with replicas no process waits for them).
 """
 
 from __future__ import annotations
@@ -21,30 +25,16 @@ from typing import Any
 
 import numpy as np
 
-from esnb.es.iw import Batch, iw_gradient, noise_dots
-from esnb.noise import NoiseConfig
-from esnb.runners.es.tasks import iw_dots
+from esnb.es.iw import Batch
+from esnb.runners.es.replica import IWUpdate, apply_iw, iw_step_gradient
 
 log = logging.getLogger("esnb.iw")
 
-#: distribute the eps.delta dot products to workers when pairs * d reaches this (auto mode)
-DISTRIBUTED_MIN_WORK = 20_000_000
-
 
 class IWUpdater:
-    """Holds the pending batch and makes its IW updates.
+    """Holds the pending batch and makes its IW updates."""
 
-    Parameters
-    ----------
-    distributed : {"auto", True, False}
-        Where the O(n d) dot products run: on the workers that hold the noise table (True), on
-        the driver (False), or on the workers once ``pairs * d >= DISTRIBUTED_MIN_WORK``.
-    """
-
-    def __init__(self, distributed: bool | str = "auto"):
-        if distributed not in ("auto", True, False):
-            raise ValueError(f"iw_distributed must be 'auto', True or False, got {distributed!r}")
-        self.distributed = distributed
+    def __init__(self):
         self.pending: Batch | None = None
         self.pending_obs: tuple[np.ndarray, np.ndarray, float] | None = None
         self.log: list[dict[str, Any]] = []
@@ -52,44 +42,24 @@ class IWUpdater:
     def keep(self, batch: Batch, obs: tuple[np.ndarray, np.ndarray, float] | None) -> None:
         self.pending, self.pending_obs = batch, obs
 
-    def _use_workers(self, executor, pairs: int, dim: int) -> bool:
-        if not executor.remote:
-            return False
-        if self.distributed == "auto":
-            return pairs * dim >= DISTRIBUTED_MIN_WORK
-        return bool(self.distributed)
-
-    def dots(self, es, executor, noise_config: NoiseConfig, batch: Batch,
-             label: str) -> tuple[np.ndarray, bool]:
-        """``eps_j . delta`` at the current theta, locally or on the workers (same numbers)."""
-        delta = es.theta.astype(np.float64) - batch.theta_old.astype(np.float64)
-        if not self._use_workers(executor, len(batch.indices), delta.size):
-            return noise_dots(es.noise, batch.indices, delta), False
-        handle = executor.put(delta)
-        try:
-            parts = np.array_split(batch.indices, executor.n_workers)
-            calls = [(iw_dots, (noise_config, handle, p)) for p in parts if len(p)]
-            return np.concatenate(executor.run(calls, label)), True
-        finally:
-            executor.release(handle)
-
-    def run(self, snap, es, executor, noise_config: NoiseConfig, generation: int,
-            label: str) -> dict[str, Any]:
-        """Make this generation's IW updates on the pending batch; return history columns."""
+    def run(self, snap, es, generation: int) -> tuple[dict[str, Any], list[IWUpdate]]:
+        """Make this generation's IW updates on the pending batch; returns the history
+        columns and the updates taken (what workers replay)."""
         batch = self.pending
         row = {"iw_updates": 0, "iw_ess_frac": np.nan, "iw_skipped": ""}
+        taken: list[IWUpdate] = []
         if batch is None or snap.iw_k == 0:
-            return row
+            return row, taken
         while batch.updates < snap.iw_k:
             k = batch.updates + 1
-            dots, remote = self.dots(es, executor, noise_config, batch, f"{label}-iw{k}")
-            step = iw_gradient(es.noise, batch, es.theta, snap.sigma, clip=snap.iw_clip,
-                               normalize=snap.iw_normalize, dots=dots)
+            update = IWUpdate(snap.lr, snap.weight_decay, snap.sigma, snap.iw_clip,
+                              snap.iw_normalize)
+            step = iw_step_gradient(es, batch, update)
             entry = {"generation": generation, "batch_generation": batch.generation, "k": k,
                      "ess": step.ess, "ess_frac": step.ess_frac,
                      "clipped_frac": step.clipped_frac, "sigma_old": batch.sigma_old,
-                     "sigma_new": snap.sigma, "distributed": remote, "grad_norm": np.nan,
-                     "update_norm": 0.0, "skipped": step.skipped}
+                     "sigma_new": snap.sigma, "grad_norm": np.nan, "update_norm": 0.0,
+                     "skipped": step.skipped}
             if k == 1:
                 row["iw_ess_frac"] = step.ess_frac
             if not step.skipped and snap.iw_adaptive and not (
@@ -104,12 +74,12 @@ class IWUpdater:
                 self.log.append(entry)
                 row["iw_skipped"] = entry["skipped"]
                 break
-            info = es.apply_gradient(step.grad, lr=snap.lr, weight_decay=snap.weight_decay)
+            info = apply_iw(es, batch, update, step)
             entry.update(grad_norm=info["grad_norm"], update_norm=info["update_norm"])
             self.log.append(entry)
-            batch.updates = k
+            taken.append(update)
             row["iw_updates"] = k
-        return row
+        return row, taken
 
     def release_obs(self, obs_stats) -> None:
         """Add the pending batch's observation sums (after its IW updates) and drop it."""

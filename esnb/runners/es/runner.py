@@ -6,15 +6,19 @@ One generation, top to bottom (:meth:`ES._iteration`):
    batch's observation sums join the normalisation;
 2. ``ask``: ``population/2`` noise offsets, env seeds and observation-statistic flags, drawn
    from the run's generator on the driver (workers never draw);
-3. rollouts: theta (+ observation normalisation) is sent once, tasks of several mirrored pairs
-   each (sized so a task runs >= ``min_task_runtime``), and every ``eval_interval``
-   generations noise-free episodes of theta; results come back in submission order;
+3. rollouts: every worker keeps a replica of theta, Adam's state and the observation
+   statistics (:mod:`.replica`); the generation's small update (the last ordinary update as
+   offsets and shaped returns, this generation's IW updates, observation sums) is sent once,
+   with tasks of several mirrored pairs each (sized so a task runs >= ``min_task_runtime``)
+   placed one per worker in turn (:mod:`.dispatch`), and every ``eval_interval`` generations
+   noise-free episodes of theta; results come back in submission order;
 4. ``tell``: pairs with a non-finite return are left out (counted and logged), the rest are
    shaped, one Adam step is taken, and the batch is kept for IW-ES;
 5. the history row.
 
 Every number depends only on the seed and the controls, never on how pairs were split into
-tasks, so theta is bitwise the same inline, with 1 worker or with N.
+tasks or where they ran, so theta is bitwise the same inline, with 1 worker or with N; the
+driver sends O(population) numbers per generation whatever the policy's size.
 """
 
 from __future__ import annotations
@@ -36,8 +40,17 @@ from esnb.noise import DEFAULT_SEED, DEFAULT_SIZE, NoiseConfig, get_noise_table
 from esnb.policies.spec import PolicySpec, init_params
 from esnb.runners.base import Runner, return_columns
 from esnb.runners.es.config import ESConfig
+from esnb.runners.es.dispatch import Generations, sync_state
 from esnb.runners.es.iw import IWUpdater
-from esnb.runners.es.tasks import PolicyPayload, RolloutConfig, es_pairs, evaluate
+from esnb.runners.es.replica import Tell, normalisation
+from esnb.runners.es.tasks import (
+    PolicyPayload,
+    RolloutConfig,
+    evaluate,
+    pack_pairs,
+    replica_evaluate,
+    replica_pairs,
+)
 from esnb.runners.executor import make_executor
 from esnb.runners.plotspec import PlotPanel, Series
 
@@ -89,7 +102,8 @@ class ES(Runner):
         self.noise_config = noise
         self.rollout_config = RolloutConfig(
             env_id=cfg.env, spec=self.spec, noise=noise, max_episode_steps=cfg.max_episode_steps,
-            env_kwargs=tuple(sorted(cfg.env_kwargs.items())), action_noise=cfg.action_noise)
+            env_kwargs=tuple(sorted(cfg.env_kwargs.items())), action_noise=cfg.action_noise,
+            obs_norm=cfg.obs_norm)
 
         seeds = np.random.SeedSequence(cfg.seed).spawn(3)
         init_rng = np.random.Generator(np.random.PCG64(seeds[0]))
@@ -101,7 +115,9 @@ class ES(Runner):
         self.noise = get_noise_table(noise)
         self.es = OpenAIES(init_params(self.spec, init_rng), self.noise, lr=cfg.lr)
         self.obs_stats = ObsStats(self.spec.obs_dim)
-        self.iw = IWUpdater(cfg.iw_distributed)
+        self.iw = IWUpdater()
+        self.generations = Generations(self.executor, self.name, self.rollout_config)
+        self._tell: Tell | None = None  # the last ordinary update, as workers replay it
         self.env_steps = 0
         self.eval_steps = 0
         self.episodes = 0
@@ -166,8 +182,10 @@ class ES(Runner):
     # -- one generation ----------------------------------------------------------------------
     def _iteration(self, snap: ControlSnapshot) -> dict[str, Any]:
         generation, label = self.iteration + 1, f"{self.name}-g{self.iteration}"
-        iw_row = self.iw.run(snap, self.es, self.executor, self.noise_config, generation, label)
+        iw_row, iw_taken = self.iw.run(snap, self.es, generation)
         self.iw.release_obs(self.obs_stats)  # frozen during the batch's IW updates, added now
+        update = self.generations.update(generation, self._tell, iw_taken, snap.sigma,
+                                         self.es.theta, *self._normalisation())
 
         pairs = snap.population // 2
         indices = self.es.ask(self._rng, pairs)
@@ -175,7 +193,7 @@ class ES(Runner):
         flags = self._rng.random((pairs, 2))
         collect = (flags < snap.obs_stat_prob) if snap.obs_norm else np.zeros_like(flags, bool)
 
-        train, evals, rollout = self._rollouts(snap, indices, env_seeds, collect, label)
+        train, evals, rollout = self._rollouts(snap, update, indices, env_seeds, collect, label)
         merged = {k: np.concatenate([r[k] for r in train]) for k in PAIR_FIELDS}
         valid = merged["finite"].all(axis=1)
         if not valid.all():
@@ -190,9 +208,13 @@ class ES(Runner):
             info = told.info
             self.iw.keep(Batch(told.indices, told.shaped, told.theta_old, snap.sigma,
                                generation), obs)
+            self._tell = Tell(generation, told.indices.astype(np.int32), told.shaped, snap.lr,
+                              snap.weight_decay, snap.sigma, obs)
         else:
             log.warning("generation %d: no valid pair, parameters left unchanged", generation)
             self.iw.keep(None, obs)
+            self._tell = Tell(generation, np.zeros(0, np.int32), np.zeros((0, 2)), snap.lr,
+                              snap.weight_decay, snap.sigma, obs)
             info = {"grad_norm": np.nan, "update_norm": 0.0,
                     "theta_norm": float(np.linalg.norm(self.es.theta)), "update_ratio": 0.0}
 
@@ -207,31 +229,37 @@ class ES(Runner):
         row.update(self._eval_columns(evals))
         return row
 
-    def _rollouts(self, snap: ControlSnapshot, indices, env_seeds, collect, label: str):
-        """Submit the generation's pair tasks (and a due evaluation); returns the training
-        results, the evaluation results and the rollout's timing columns."""
+    def _rollouts(self, snap: ControlSnapshot, update, indices, env_seeds, collect,
+                  label: str):
+        """Run the generation's pair tasks (and a due evaluation) on the workers' replicas;
+        returns the training results, the evaluation results and the timing columns."""
         pairs = len(indices)
         per_task = self._pairs_per_task(pairs)
-        handle = self.executor.put(self._payload(snap.sigma))
-        calls = [(es_pairs, (self.rollout_config, handle, indices[s:s + per_task],
-                             env_seeds[s:s + per_task], collect[s:s + per_task]))
+        calls = [(replica_pairs, (pack_pairs(indices[s:s + per_task], env_seeds[s:s + per_task],
+                                             collect[s:s + per_task]),))
                  for s in range(0, pairs, per_task)]
         n_train = len(calls)
         if snap.eval_interval > 0 and self.iteration % snap.eval_interval == 0:
-            calls += self._eval_calls(handle, snap.eval_episodes)
+            calls += [(replica_evaluate, (part,)) for part in
+                      self._eval_seeds(snap.eval_episodes)]
+        sent = self.executor.sent_bytes
         t0 = time.perf_counter()
-        try:
-            results = self.executor.run(calls, label)
-        finally:
-            self.executor.release(handle)
+        results = self.generations.run(update, calls, label, lambda: sync_state(
+            update.generation, self.es, self.obs_stats, update.checksum), first=n_train)
         dispatch = time.perf_counter() - t0
         steps = sum(int(r["lengths"].sum()) for r in results[:n_train])
-        workers = self.executor.n_workers
+        workers = self.generations.n_workers
         seconds = sum(r["seconds"] for r in results)
         timing = {"steps_per_s": steps / dispatch if dispatch > 0 else np.nan,
                   "gen_time": dispatch,
                   "busy": seconds / (workers * dispatch) if dispatch > 0 else np.nan,
-                  "tasks": n_train, "pairs_per_task": per_task, "workers": workers}
+                  "task_max": max(r["seconds"] for r in results),
+                  # worker processes that ran the generation's pairs (every worker, when spread)
+                  "task_workers": len({r["pid"] for r in results[:n_train]}),
+                  "tasks": n_train, "pairs_per_task": per_task, "workers": workers,
+                  "syncs": self.generations.syncs}
+        if sent is not None:
+            timing["sent_bytes"] = self.executor.sent_bytes - sent
         return results[:n_train], results[n_train:], timing
 
     def _eval_columns(self, evals: list[dict]) -> dict[str, Any]:
@@ -245,15 +273,19 @@ class ES(Runner):
         out["eval_steps"] = self.eval_steps
         return out
 
+    def close(self) -> None:
+        """Stop the run and drop its replicas on the workers."""
+        super().close()
+        self.generations.close()
+
+    def _normalisation(self):
+        return normalisation(self.obs_stats, self.config.obs_norm)
+
     def _payload(self, sigma: float) -> PolicyPayload:
-        mean = std = None
-        if self.config.obs_norm:
-            mean = self.obs_stats.mean.astype(np.float32)
-            std = self.obs_stats.std.astype(np.float32)
-        return PolicyPayload(self.es.theta.copy(), mean, std, float(sigma))
+        return PolicyPayload(self.es.theta.copy(), *self._normalisation(), float(sigma))
 
     def _pairs_per_task(self, pairs: int) -> int:
-        workers = self.executor.n_workers
+        workers = self.generations.n_workers
         most = max(1, math.ceil(pairs / workers))
         if self._sec_per_step is None or self._mean_len is None:
             return max(1, math.ceil(pairs / (2 * workers)))
@@ -269,10 +301,15 @@ class ES(Runner):
                 0.7 * self._sec_per_step + 0.3 * rate)
             self._mean_len = float(lengths.mean())
 
-    def _eval_calls(self, handle, episodes: int) -> list:
+    def _eval_seeds(self, episodes: int) -> list[np.ndarray]:
+        """The evaluation episodes' seeds, split over the workers."""
         seeds = self._eval_rng.integers(0, 2**31 - 1, size=episodes)
-        parts = np.array_split(seeds, min(episodes, self.executor.n_workers))
-        return [(evaluate, (self.rollout_config, handle, part)) for part in parts if len(part)]
+        parts = np.array_split(seeds, min(episodes, self.generations.n_workers))
+        return [part for part in parts if len(part)]
+
+    def _eval_calls(self, handle, episodes: int) -> list:
+        return [(evaluate, (self.rollout_config, handle, part))
+                for part in self._eval_seeds(episodes)]
 
     # -- checkpoints -------------------------------------------------------------------------
     def _state_dict(self):

@@ -1,14 +1,15 @@
 """ES's worker-side tasks (run on Dask workers, or inline in the driver).
 
 Workers keep per-process state across tasks: the noise table (built by
-:class:`esnb.cluster.NoiseTablePlugin`) and one environment per configuration
-(:func:`esnb.envs.rollout.cached_env`). Tasks receive
-only seeds, offsets and the current parameters, and send back only returns, lengths, indices
-and observation-statistic sums.
+:class:`esnb.cluster.NoiseTablePlugin`), one environment per configuration
+(:func:`esnb.envs.rollout.cached_env`) and each run's ES state (:mod:`.replica`). A
+generation's tasks receive only the generation's small update, noise offsets, seeds and flags,
+and send back only returns, lengths and observation-statistic sums.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -18,6 +19,7 @@ from esnb.envs.rollout import FastEnv, cached_env, gaussian_noise, run_episode
 from esnb.noise import NoiseConfig, get_noise_table
 from esnb.policies.numpy_mlp import NumpyPolicy
 from esnb.policies.spec import PolicySpec
+from esnb.runners.es.replica import Sync, Update, replica_for
 
 
 @dataclass(frozen=True)
@@ -47,11 +49,13 @@ class RolloutConfig:
     max_episode_steps: int | None = None
     env_kwargs: tuple = ()
     action_noise: float = 0.0
+    obs_norm: bool = True
 
 
 @dataclass(frozen=True)
 class PolicyPayload:
-    """The parameters of one generation: scattered once, read by all its tasks."""
+    """Parameters and observation normalisation to roll out with (a replica's, or sent by the
+    driver for :meth:`esnb.ES.evaluate`)."""
 
     theta: np.ndarray
     obs_mean: np.ndarray | None
@@ -62,6 +66,67 @@ class PolicyPayload:
 def get_env(cfg: RolloutConfig) -> FastEnv:
     """This thread's environment for ``cfg`` (made once, reset with a seed per episode)."""
     return cached_env(cfg.env_id, cfg.max_episode_steps, cfg.env_kwargs)
+
+
+@dataclass(frozen=True)
+class ReplicaContext:
+    """What every replica task of a run reads: published once per run, not sent per task."""
+
+    cfg: RolloutConfig
+    token: str  # the run's replicas on the workers (:mod:`.replica`)
+
+
+#: noise offsets are below 2**29 (a 2 GB table): bits 29 and 30 carry the statistic flags
+FLAG_SHIFT = 29
+
+
+def pack_pairs(indices: np.ndarray, env_seeds: np.ndarray, collect: np.ndarray) -> np.ndarray:
+    """A task's pairs as one int32 array [2, pairs]: the noise offsets with the two
+    observation-statistic flags in their bits 29-30, and the env seeds (< 2**31): 4 bytes per
+    episode, one array header."""
+    indices = np.asarray(indices, dtype=np.int64)
+    if len(indices) and (indices.min() < 0 or indices.max() >= 1 << FLAG_SHIFT):
+        raise ValueError(f"noise offsets must lie in [0, 2**{FLAG_SHIFT})")
+    flags = collect[:, 0].astype(np.int64) | (collect[:, 1].astype(np.int64) << 1)
+    return np.stack([indices | (flags << FLAG_SHIFT), np.asarray(env_seeds, np.int64)]
+                    ).astype(np.int32)
+
+
+def unpack_pairs(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`pack_pairs`'s inverse: (indices int64, env seeds int64, collect bool [pairs, 2])."""
+    head, seeds = (np.asarray(row, dtype=np.int64) for row in packed)
+    flags = head >> FLAG_SHIFT
+    return (head & ((1 << FLAG_SHIFT) - 1), seeds,
+            np.stack([(flags & 1) > 0, (flags & 2) > 0], axis=1))
+
+
+def replica_pairs(ctx: ReplicaContext, update: Update, packed: np.ndarray,
+                  sync: Sync | None = None) -> dict:
+    """A generation's task: bring this worker's replica of the run to the generation
+    (``update``; or install ``sync``), then roll out its mirrored pairs (:func:`es_pairs`,
+    ``packed`` by :func:`pack_pairs`). ``{"stale": True}`` when the replica cannot get there
+    without a :class:`Sync`."""
+    cfg = ctx.cfg
+    replica = replica_for(cfg.noise, ctx.token, update, sync, cfg.obs_norm)
+    if replica is None:
+        return {"stale": True}
+    mean, std = replica.normalisation()
+    payload = PolicyPayload(replica.es.theta, mean, std, update.sigma)
+    return {**es_pairs(cfg, payload, *unpack_pairs(packed)), "checksum": update.checksum,
+            "pid": os.getpid()}
+
+
+def replica_evaluate(ctx: ReplicaContext, update: Update, env_seeds: np.ndarray,
+                     sync: Sync | None = None) -> dict:
+    """Noise-free episodes of the generation's theta on this worker's replica."""
+    cfg = ctx.cfg
+    replica = replica_for(cfg.noise, ctx.token, update, sync, cfg.obs_norm)
+    if replica is None:
+        return {"stale": True}
+    mean, std = replica.normalisation()
+    payload = PolicyPayload(replica.es.theta, mean, std, update.sigma)
+    return {**evaluate(cfg, payload, env_seeds), "checksum": update.checksum,
+            "pid": os.getpid()}
 
 
 def es_pairs(cfg: RolloutConfig, payload: PolicyPayload, indices: np.ndarray,
@@ -155,11 +220,3 @@ def raw_step_rate(cfg: RolloutConfig, steps: int, seed: int = 0) -> dict:
             t = 0
     seconds = time.perf_counter() - t0
     return {"steps": steps, "seconds": seconds, "steps_per_s": steps / seconds}
-
-
-def iw_dots(noise: NoiseConfig, delta: np.ndarray, indices: np.ndarray) -> np.ndarray:
-    """IW-ES's distributed weights (paper section 3.2): ``eps_j . delta`` for a chunk of
-    offsets, computed where the noise table already is; only ``delta`` travels."""
-    from esnb.es.iw import noise_dots
-
-    return noise_dots(get_noise_table(noise), indices, delta)

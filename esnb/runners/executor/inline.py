@@ -209,7 +209,7 @@ class InlineExecutor(Executor):
     reproducible = True
     dashboard_link = None
     client = None
-
+    sent_bytes = None  # nothing is sent
     def __init__(self):
         self._loops: list[list] = []  # [generator, Done future] of running background loops
 
@@ -232,8 +232,12 @@ class InlineExecutor(Executor):
                workers=None, strict: bool = False, resources=None) -> Done:
         return Done.of(fn, *args, key=key or "")
 
-    def run(self, calls: Sequence[tuple[Callable, tuple]], label: str = "") -> list[Any]:
+    def run(self, calls: Sequence[tuple[Callable, tuple]], label: str = "",
+            workers: Sequence[str] | None = None) -> list[Any]:
         return [fn(*args) for fn, args in calls]
+
+    def addresses(self) -> list[str]:
+        return [INLINE]
 
     def gather(self, futures: Sequence) -> list[Any]:
         return [f.result() for f in futures]

@@ -23,6 +23,7 @@ What it knows about Dask so that nothing else has to:
 from __future__ import annotations
 
 import importlib
+import pickle
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -118,6 +119,9 @@ class DaskExecutor(Executor):
     def __init__(self, client: Client):
         self.client = client
         self.token = uuid.uuid4().hex[:8]
+        #: bytes of the arguments and values this driver sent (counted once set to 0: measuring
+        #: pickles everything a second time)
+        self.sent_bytes: int | None = None
 
     @property
     def dashboard_link(self) -> str | None:
@@ -166,16 +170,74 @@ class DaskExecutor(Executor):
             kw["resources"] = resources
         return self.client.submit(fn, *args, **kw)
 
-    def run(self, calls: Sequence[tuple[Callable, tuple]], label: str = "") -> list[Any]:
-        """Submit every ``(fn, args)`` and gather the results in submission order."""
+    def run(self, calls: Sequence[tuple[Callable, tuple]], label: str = "",
+            workers: Sequence[str] | None = None) -> list[Any]:
+        """Submit every ``(fn, args)`` and gather the results in submission order.
+
+        ``workers`` (one address per call) pins each call to its worker: short tasks then
+        spread over every worker instead of piling up where a dependency lives, and none is
+        stolen by another worker (a replica task must run where it was placed, see
+        :mod:`esnb.runners.es.dispatch`). A call whose worker leaves before it ran is placed
+        again on a live worker (checked every :attr:`replace_poll` seconds while waiting).
+        """
         tag = uuid.uuid4().hex[:8]
-        futures = [self.client.submit(fn, *args, key=f"esnb-{label}-{tag}-{i}", pure=False)
+        futures = [self._submit_call(fn, args, f"esnb-{label}-{tag}-{i}",
+                                     None if workers is None else workers[i])
                    for i, (fn, args) in enumerate(calls)]
         try:
+            if workers is not None:
+                self._replace_orphans(futures, calls, list(workers), f"esnb-{label}-{tag}")
             return self.client.gather(futures)
         finally:
             for f in futures:
                 f.release()
+
+    #: seconds between checks for pinned calls whose worker has left
+    replace_poll = 0.5
+
+    def _submit_call(self, fn: Callable, args: tuple, key: str, worker: str | None) -> Future:
+        kw: dict[str, Any] = dict(key=key, pure=False)
+        if worker is not None:
+            kw.update(workers=[worker], allow_other_workers=False)
+        self._count(args)
+        return self.client.submit(fn, *args, **kw)
+
+    def _replace_orphans(self, futures: list[Future], calls, placement: list[str],
+                         prefix: str) -> None:
+        """Wait for pinned calls; re-place those whose worker is gone (in place, in
+        ``futures``) on live workers, in turn."""
+        again = 0
+        while True:
+            pending = self._wait_some(futures)
+            if not pending:
+                return
+            live = self.addresses()
+            orphans = [i for i, f in enumerate(futures)
+                       if not f.done() and placement[i] not in live]
+            if not orphans or not live:
+                continue
+            for n, i in enumerate(orphans):
+                placement[i] = live[n % len(live)]
+                futures[i].release()
+                again += 1
+                futures[i] = self._submit_call(*calls[i], f"{prefix}-again{again}", placement[i])
+
+    def _wait_some(self, futures: list[Future]) -> list[Future]:
+        """The calls still pending after at most :attr:`replace_poll` seconds."""
+        try:
+            with self.client.as_current():  # wait() looks for the default client otherwise
+                dask_wait(futures, timeout=self.replace_poll)
+        except TimeoutError:
+            pass
+        return [f for f in futures if not f.done()]
+
+    def addresses(self) -> list[str]:
+        """Live worker addresses, sorted (a direct, light scheduler call: no cached listing)."""
+        return sorted(self.client.nthreads())
+
+    def _count(self, payload: Any) -> None:
+        if self.sent_bytes is not None:
+            self.sent_bytes += len(pickle.dumps(payload, protocol=5))
 
     def gather(self, futures: Sequence[Future]) -> list[Any]:
         return self.client.gather(list(futures))
@@ -200,6 +262,7 @@ class DaskExecutor(Executor):
 
     def put(self, obj: Any, prefix: str = "esnb-put", priority: int = 0) -> Future:
         """Send ``obj`` once, as a task that returns it (see the module's notes)."""
+        self._count(obj)
         return self.client.submit(_hold, obj, key=f"{prefix}-{uuid.uuid4().hex}", pure=False,
                                   priority=priority)
 

@@ -1,0 +1,179 @@
+"""ES's orchestration overhead per generation and the bytes the driver sends, from 2 to 32
+workers, for a small and a 1M-parameter policy.
+
+Episodes are cut to a few steps (CartPole-v1, ``--episode-steps``) and the population is
+``--per-worker`` episodes per worker, so a generation's rollouts take milliseconds and its wall
+time is mostly orchestration. Workers are LocalCluster processes (one thread each),
+oversubscribing the machine past its core count on purpose: what is measured is the
+scheduler's and the driver's work, not the rollouts.
+
+Reported per worker count and policy size (medians over the measured generations):
+
+- ``overhead``: the generation's wall time minus its longest task (what no worker was
+  computing for);
+- ``dask floor``: the same number of no-op tasks, one per worker, submitted and gathered on
+  the same client between generations -- the least any orchestration on Dask can cost;
+- ``sent``: the bytes of the arguments and values the driver sent per generation (pickled),
+  and per episode;
+- ``syncs``: how many times a worker had to be sent the whole state (once per worker, at its
+  first generation, is the design);
+- the workers that ran a generation's tasks (every one, when there are as many tasks).
+
+Targets (issue 17): overhead <= 50 ms with 8 workers and <= 150 ms with 32; bytes per
+generation independent of the parameter count (<= 16 bytes per episode plus a constant); theta
+bitwise equal to an inline run.
+
+``--cluster slurm`` runs the same on worker jobs of a SLURM cluster (``esnb.cluster``'s
+dask-jobqueue settings; one worker per job).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+from esnb.bench.report import Session
+
+#: hidden layers of the two policies: ~5k and ~1M parameters on CartPole
+SIZES = {"5k": (64, 64), "1M": (1024, 1024)}
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--workers", default="2,4,8,16,32",
+                   help="comma-separated worker counts, one cluster each")
+    p.add_argument("--sizes", default="5k,1M", help=f"policies among {', '.join(SIZES)}")
+    p.add_argument("--generations", type=int, default=8, help="measured generations each")
+    p.add_argument("--per-worker", type=int, default=4, help="episodes per worker")
+    p.add_argument("--episode-steps", type=int, default=20, help="cap of each episode")
+    p.add_argument("--cluster", default="local", choices=("local", "slurm"),
+                   help="local worker processes, or worker jobs on SLURM")
+    p.add_argument("--json", default=None,
+                   help="also write the figures to this file (default: not written)")
+
+
+def _noop() -> int:
+    return 0
+
+
+def dask_floor(client, addresses: list[str]) -> float:
+    """Seconds to submit one no-op task per worker and gather them."""
+    t0 = time.perf_counter()
+    futures = [client.submit(_noop, workers=[a], pure=False) for a in addresses]
+    client.gather(futures)
+    return time.perf_counter() - t0
+
+
+def _pid() -> int:
+    import os
+
+    return os.getpid()
+
+
+def _client(n: int, cluster: str):
+    import logging
+
+    from esnb.cluster import make_client
+
+    if cluster == "slurm":
+        client = make_client(n, cluster_type="slurm", dashboard_address=":0",
+                             set_as_default=False, actor_worker=False,
+                             silence_logs=logging.ERROR, walltime="00:30:00",
+                             job_name="esnb-scale-out", interface="lo")
+    else:
+        client = make_client(n, dashboard_address=":0", set_as_default=False,
+                             silence_logs=logging.ERROR)
+    client.wait_for_workers(n, timeout=600)
+    return client
+
+
+def measure_one(client, size: str, n: int, generations: int, per_worker: int,
+                episode_steps: int, seed: int = 0) -> dict:
+    """Warm up, then measure ``generations`` generations of one ES run on ``client``."""
+    from esnb.runners.es import ES
+
+    kw = dict(env="CartPole-v1", hidden=SIZES[size], population=2 * max(1, per_worker * n // 2),
+              max_episode_steps=episode_steps, seed=seed, eval_interval=0,
+              noise_size=2_000_000 if size == "1M" else 1_000_000)
+    es = ES(**kw, client=client, name=f"scale-{size}-{n}")
+    try:
+        es.step(2)  # warm-up: imports, environments, every worker's first sync
+        es.executor.sent_bytes = 0
+        syncs0 = es.generations.syncs
+        floors = []
+        for _ in range(generations):
+            floors.append(dask_floor(client, es.generations.addresses))
+            es.step(1)
+        h = es.history.iloc[-generations:]
+        sent = h.sent_bytes.to_numpy()
+        pids = {r: pid for r, pid in client.run(_pid).items()}
+        row = {
+            "size": size,
+            "params": int(es.theta.size),
+            "workers": n,
+            "population": int(kw["population"]),
+            "tasks": int(h.tasks.median()),
+            "gen_time": float(h.gen_time.median()),
+            "task_max": float(h.task_max.median()),
+            "overhead": float((h.gen_time - h.task_max).median()),
+            "dask_floor": float(statistics.median(floors)),
+            "sent_bytes": float(np.median(sent)),
+            "sent_per_episode": float(np.median(sent) / kw["population"]),
+            "syncs_warmup": int(syncs0),
+            "syncs_after": int(es.generations.syncs - syncs0),
+            "distinct_workers": len(pids),
+        }
+        inline = ES(**kw, client=False)
+        inline.step(es.iteration)
+        row["theta_bitwise_equal"] = bool(np.array_equal(inline.theta, es.theta))
+        return row
+    finally:
+        es.close()
+
+
+def measure(workers=(2, 4, 8, 16, 32), sizes=("5k", "1M"), generations: int = 8,
+            per_worker: int = 4, episode_steps: int = 20, cluster: str = "local",
+            progress=print) -> list[dict]:
+    rows = []
+    for n in workers:
+        client = _client(n, cluster)
+        try:
+            for size in sizes:
+                row = measure_one(client, size, n, generations, per_worker, episode_steps)
+                progress(_line(row))
+                rows.append(row)
+        finally:
+            client.close()
+    return rows
+
+
+def _line(r: dict) -> str:
+    return (f"  {r['workers']:>3} workers  {r['size']:>3} ({r['params']:>9,} params)  "
+            f"overhead {1e3 * r['overhead']:>6.1f} ms  (dask floor {1e3 * r['dask_floor']:>5.1f}"
+            f" ms, gen {1e3 * r['gen_time']:>6.1f} ms, {r['tasks']} tasks)  sent "
+            f"{r['sent_bytes']:>7,.0f} B/gen = {r['sent_per_episode']:>5.1f} B/episode  "
+            f"syncs {r['syncs_warmup']}+{r['syncs_after']}  bitwise "
+            f"{'yes' if r['theta_bitwise_equal'] else 'NO'}")
+
+
+def run(args) -> int:
+    session = Session()
+    workers = [int(w) for w in str(args.workers).split(",") if w]
+    sizes = [s for s in str(args.sizes).split(",") if s]
+    unknown = [s for s in sizes if s not in SIZES]
+    if unknown:
+        raise SystemExit(f"esnb bench es-scale-out: --sizes: unknown {unknown}; "
+                         f"choose among {', '.join(SIZES)}")
+    print(f"es-scale-out on {args.cluster} workers: CartPole-v1 cut at {args.episode_steps} "
+          f"steps, {args.per_worker} episodes per worker, {args.generations} generations each")
+    rows = measure(workers, sizes, args.generations, args.per_worker, args.episode_steps,
+                   args.cluster)
+    by = {(r["workers"], r["size"]): r for r in rows}
+    print()
+    for n in workers:
+        if (n, "5k") in by and (n, "1M") in by:
+            a, b = by[n, "5k"], by[n, "1M"]
+            print(f"  {n:>3} workers: 1M / 5k overhead {b['overhead'] / a['overhead']:.2f}x, "
+                  f"bytes {b['sent_bytes'] / a['sent_bytes']:.3f}x")
+    return session.done(args, rows, rerun="esnb bench es-scale-out")
