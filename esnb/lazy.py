@@ -41,7 +41,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
     """
 
     def __init__(self, name: str, callback: Callable[[], None]):
-        self.name, self.callback = name, callback
+        self.name, self.callbacks = name, [callback]
         self._finding = False
 
     def find_spec(self, fullname, path=None, target=None):
@@ -59,7 +59,8 @@ class _AfterImport(importlib.abc.MetaPathFinder):
     def loaded(self) -> None:
         if self in sys.meta_path:
             sys.meta_path.remove(self)
-            self.callback()
+            for callback in self.callbacks:
+                callback()
 
 
 class _ThenCall(importlib.abc.Loader):
@@ -87,5 +88,10 @@ def after_import(name: str, callback: Callable[[], None]) -> None:
     """
     if name in sys.modules:
         callback()
-    elif not any(isinstance(f, _AfterImport) and f.name == name for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport(name, callback))
+        return
+    for finder in sys.meta_path:
+        if isinstance(finder, _AfterImport) and finder.name == name:
+            if callback not in finder.callbacks:  # the same hook registered twice runs once
+                finder.callbacks.append(callback)
+            return
+    sys.meta_path.insert(0, _AfterImport(name, callback))

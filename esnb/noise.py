@@ -2,16 +2,23 @@
 
 Every process that needs perturbations builds the same float32 block of N(0, 1) noise from a
 seed, so a perturbation travels as one integer (its offset into the table) instead of ``d``
-floats. Workers build it once in a :class:`esnb.cluster.NoiseTablePlugin`; the driver builds
-the same table for the update. Nothing here imports Dask.
+floats. :func:`get_noise_table` (the driver, and every worker through
+:class:`esnb.cluster.NoiseTablePlugin`) keeps one table per host: the first process builds it
+into shared memory (:mod:`esnb.shm`, a file in ``/dev/shm`` named by seed, size and dtype) and
+every other process maps the same pages read-only, as OpenAI's and RLlib's ES did; where there
+is no shared memory each process builds a private copy (one log line). The values are the
+same either way. Nothing here imports Dask.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass
 
 import numpy as np
+
+from esnb.shm import Block, open_block
 
 DEFAULT_SIZE = 25_000_000
 DEFAULT_SEED = 123
@@ -43,6 +50,18 @@ class NoiseConfig:
     def key(self) -> str:
         return f"{self.seed}-{self.size}"
 
+    @property
+    def file_name(self) -> str:
+        """The shared block's name: everything that fixes the values (the format version,
+        seed, size, dtype) and the user, so that nobody maps another user's file."""
+        return f"esnb-{os.getuid()}-noise-v1-{self.seed}-{self.size}-float32"
+
+    def fill(self, out: np.ndarray) -> None:
+        """Write the table's values into ``out`` (float32, ``size`` entries)."""
+        rng = np.random.Generator(np.random.PCG64(self.seed))
+        # out= fills the same stream as standard_normal(size) (bitwise), without a second copy
+        rng.standard_normal(out=out, dtype=np.float32)
+
 
 class NoiseTable:
     """A read-only block of standard normal float32 noise built from a seed.
@@ -51,18 +70,37 @@ class NoiseTable:
     ----------
     config : NoiseConfig
         Size and seed of the table.
+    shared : bool or str
+        False: a private copy in this process. True: the host's shared copy (built here if no
+        process has built it, see :mod:`esnb.shm`), else private with one log line. A string
+        names the shared-memory directory instead of ``ESNB_SHM_DIR`` / ``/dev/shm``.
     """
 
-    def __init__(self, config: NoiseConfig = NoiseConfig()):
+    def __init__(self, config: NoiseConfig = NoiseConfig(), shared: bool | str = False):
         self.config = config
-        rng = np.random.Generator(np.random.PCG64(config.seed))
-        self.noise = rng.standard_normal(config.size, dtype=np.float32)
-        self.noise.flags.writeable = False
+        if shared is False:
+            out = np.empty(config.size, dtype=np.float32)
+            config.fill(out)
+            self._block = Block(out)
+        else:
+            self._block = open_block(config.file_name, config.size, np.float32, config.fill,
+                                     directory=None if shared is True else shared)
+        self.noise = self._block.array
         self._sq_prefix: np.ndarray | None = None
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return self.noise.size
+
+    @property
+    def shared_path(self) -> str | None:
+        """The shared-memory file this table maps, or None for a private copy."""
+        return self._block.path
+
+    def close(self) -> None:
+        """Stop using the shared copy (removed when its last user closes); the values stay
+        readable in this process while arrays reference them."""
+        self._block.close()
 
     def get(self, index: int, dim: int) -> np.ndarray:
         """The perturbation of ``dim`` entries starting at ``index`` (a read-only view)."""
@@ -104,22 +142,26 @@ _TABLES_LOCK = threading.Lock()
 
 
 def get_noise_table(config: NoiseConfig = NoiseConfig()) -> NoiseTable:
-    """The process-wide table for ``config``, built on first use (0.2 s for 25M entries)."""
+    """The process-wide table for ``config``: the host's shared copy, mapped on first use
+    (built by the first process of the host: 0.2 s for 25M entries)."""
     table = _TABLES.get(config.key)
     if table is not None:
         return table
     with _TABLES_LOCK:
         table = _TABLES.get(config.key)
         if table is None:
-            table = NoiseTable(config)
+            table = NoiseTable(config, shared=True)
             _TABLES[config.key] = table
     return table
 
 
 def drop_noise_table(config: NoiseConfig) -> None:
-    """Forget the process-wide table for ``config`` (frees its memory once unreferenced)."""
+    """Forget the process-wide table for ``config``: this process stops using the shared copy
+    (removed with its last user) and a private one is freed once unreferenced."""
     with _TABLES_LOCK:
-        _TABLES.pop(config.key, None)
+        table = _TABLES.pop(config.key, None)
+    if table is not None:
+        table.close()
 
 
 def has_noise_table(config: NoiseConfig) -> bool:

@@ -34,3 +34,14 @@ def test_import_esnb_imports_no_gymnasium_torch_or_distributed():
                "print(sorted(m for m in ('gymnasium', 'torch', 'distributed', 'bokeh')"
                " if m in sys.modules))")
     assert p.returncode == 0 and p.stdout.strip() == "[]", (p.stdout, p.stderr)
+
+
+def test_after_import_runs_every_hook_registered_for_a_module():
+    p = python("import sys\n"
+               "from esnb.lazy import after_import\n"
+               "after_import('colorsys', lambda: print('one'))\n"
+               "after_import('colorsys', lambda: print('two'))\n"
+               "assert 'colorsys' not in sys.modules\n"
+               "import colorsys\n"
+               "after_import('colorsys', lambda: print('three'))\n")
+    assert p.returncode == 0 and p.stdout.split() == ["one", "two", "three"], p.stderr

@@ -1,3 +1,5 @@
+import os
+
 import numpy as np
 import pytest
 
@@ -52,3 +54,20 @@ def test_plugin_builds_the_same_table_on_every_worker(client):
     # registering again is a no-op (idempotent) and keeps the table
     client.register_plugin(NoiseTablePlugin(cfg))
     assert all(client.run(has_noise_table, cfg).values())
+
+
+def test_workers_and_driver_map_one_table_per_host(client):
+    """Every worker on this host maps the driver's shared file (one copy of the pages)."""
+    cfg = NoiseConfig(size=400_000, seed=12)
+    table = get_noise_table(cfg)
+    if table.shared_path is None:
+        pytest.skip("no writable shared-memory directory on this machine")
+    client.register_plugin(NoiseTablePlugin(cfg))
+
+    def where():
+        path = get_noise_table(cfg).shared_path
+        st = os.stat(path)
+        return path, st.st_dev, st.st_ino
+
+    st = os.stat(table.shared_path)
+    assert set(client.run(where).values()) == {(table.shared_path, st.st_dev, st.st_ino)}

@@ -111,8 +111,10 @@ class ES(Runner):
         self._eval_rng = np.random.Generator(np.random.PCG64(seeds[2]))
 
         self.executor = make_executor(client)
-        self.executor.prepare_noise(noise)
+        # the driver maps (or builds) the host's shared table first: workers on this host then
+        # map the same pages instead of waiting on the one builder
         self.noise = get_noise_table(noise)
+        self.executor.prepare_noise(noise)
         self.es = OpenAIES(init_params(self.spec, init_rng), self.noise, lr=cfg.lr)
         self.obs_stats = ObsStats(self.spec.obs_dim)
         self.iw = IWUpdater()

@@ -29,30 +29,15 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from distributed import Actor, Client, Future, Variable, as_completed, secede
+from distributed import Actor, Client, Future, Variable, as_completed
 from distributed import wait as dask_wait
 
+from esnb.cluster.worker_calls import drive, hold
 from esnb.noise import NoiseConfig
 from esnb.runners.executor.inline import ActorRef, Executor
 
 #: task states in which a task can no longer run (on a worker or the scheduler)
 SETTLED = frozenset({"memory", "error", "erred", "released", "forgotten"})
-
-
-def _hold(obj: Any) -> Any:
-    """The task behind :meth:`DaskExecutor.put`: its result is ``obj`` itself."""
-    return obj
-
-
-def _drive(genfn: Callable, *args) -> Any:
-    """A background loop as a long-running task: run the generator to its end."""
-    secede()
-    gen = genfn(*args)
-    while True:
-        try:
-            next(gen)
-        except StopIteration as stop:
-            return stop.value
 
 
 def attach(handle: dict) -> Actor:
@@ -263,7 +248,7 @@ class DaskExecutor(Executor):
     def put(self, obj: Any, prefix: str = "esnb-put", priority: int = 0) -> Future:
         """Send ``obj`` once, as a task that returns it (see the module's notes)."""
         self._count(obj)
-        return self.client.submit(_hold, obj, key=f"{prefix}-{uuid.uuid4().hex}", pure=False,
+        return self.client.submit(hold, obj, key=f"{prefix}-{uuid.uuid4().hex}", pure=False,
                                   priority=priority)
 
     def release(self, handle: Future) -> None:
@@ -362,7 +347,7 @@ class DaskExecutor(Executor):
         kw: dict[str, Any] = dict(key=key or f"esnb-loop-{uuid.uuid4().hex}", pure=False)
         if worker is not None:
             kw.update(workers=[worker], allow_other_workers=False)
-        return self.client.submit(_drive, genfn, *args, **kw)
+        return self.client.submit(drive, genfn, *args, **kw)
 
     def turn(self) -> None:
         """Background loops run by themselves on a cluster."""
