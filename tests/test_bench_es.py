@@ -57,3 +57,19 @@ def test_benchmark_json_is_strict(tmp_path):
     write_json(str(path), {"a": float("nan"), "b": [np.float64(np.inf), 1.5], "c": np.int64(3)})
     assert json.loads(path.read_text()) == {"a": None, "b": [None, 1.5], "c": 3}
     assert "NaN" not in path.read_text()
+
+
+@pytest.mark.slow
+def test_memory_reports_every_process_and_the_cold_start(tmp_path):
+    p = esnb("bench", "memory", "--env", "Hopper-v5", "--workers", "1", "2", "--generations", "1",
+             "--population", "4", "--cold-starts", "1", "--json", str(tmp_path / "r.json"))
+    assert p.returncode == 0, p.stderr
+    r = json.loads((tmp_path / "r.json").read_text())["this"]
+    assert set(r["memory"]) == {"1", "2"}
+    for n, m in r["memory"].items():
+        assert m["n_workers"] == int(n) and m["heavy_modules_on_workers"] == []
+        assert 0 < m["worker_uss_max"] <= m["total_pss"] and m["driver_pss"] > 0
+        parts = m["driver_pss"] + m["workers_pss"] + m["other_pss"]
+        assert abs(parts - m["total_pss"]) < 1e-6 * m["total_pss"] + 1e-9
+    assert len(r["cold_starts"]) == 1 and r["cold_start_median"] > 0
+    assert "all processes PSS" in p.stdout and "cold start" in p.stdout

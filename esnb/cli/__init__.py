@@ -82,6 +82,7 @@ TRAINERS: dict[str, Trainer] = {
 BENCHMARKS: dict[str, str] = {
     "es-scaling": "esnb.bench.es_scaling",
     "es-scale-out": "esnb.bench.es_scale_out",
+    "memory": "esnb.bench.memory",
     "replay": "esnb.bench.replay",
     "apex": "esnb.bench.apex",
     "apex-scaling": "esnb.bench.apex_scaling",

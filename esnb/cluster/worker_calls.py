@@ -1,4 +1,5 @@
-"""The functions the Dask executor submits for itself: a held value and a background loop.
+"""The functions the Dask executor submits for itself: a held value, a background loop and a
+warm-up started in the background.
 
 They live here, not in :mod:`esnb.runners.executor.on_dask`, because a task's function is
 pickled by reference: a worker unpickling ``on_dask._hold`` imports ``esnb.runners.executor``
@@ -8,10 +9,14 @@ runner module at all (``tests/test_lean_workers.py``).
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from distributed import secede
+
+log = logging.getLogger("esnb.cluster")
 
 
 def hold(obj: Any) -> Any:
@@ -28,3 +33,20 @@ def drive(genfn: Callable, *args) -> Any:
             next(gen)
         except StopIteration as stop:
             return stop.value
+
+
+def in_background(fn: Callable, *args) -> None:
+    """Start ``fn(*args)`` on a daemon thread of this worker and return at once.
+
+    ``client.run`` calls its function on the worker's event loop: a warm-up there (imports,
+    making an environment: ~0.25 s) would hold heartbeats and the first task's arrival.
+    A task that needs a module being imported meanwhile waits on Python's import lock.
+    """
+
+    def call():
+        try:
+            fn(*args)
+        except Exception:  # noqa: BLE001 - a warm-up that fails only costs the first task
+            log.debug("warm-up %r failed", fn, exc_info=True)
+
+    threading.Thread(target=call, name="esnb-warm-up", daemon=True).start()

@@ -50,6 +50,7 @@ from esnb.runners.es.tasks import (
     pack_pairs,
     replica_evaluate,
     replica_pairs,
+    warm_up,
 )
 from esnb.runners.executor import make_executor
 from esnb.runners.plotspec import PlotPanel, Series
@@ -93,6 +94,11 @@ class ES(Runner):
             seed=int(config_or(cfg.noise_seed, "noise.seed", DEFAULT_SEED)))
         cfg = cfg.replace(noise_size=noise.size, noise_seed=noise.seed)
         super().__init__(cfg, name=name)
+        self.executor = make_executor(client)
+        # cold workers import the rollout stack and MuJoCo while this process reads the spaces
+        # and maps the noise table (~0.25 s of a first generation otherwise)
+        self.executor.warm(warm_up, cfg.env, cfg.max_episode_steps,
+                           tuple(sorted(cfg.env_kwargs.items())))
         obs_space, act_space, _ = env_spaces(cfg.env, **cfg.env_kwargs)
         self.spec = PolicySpec.for_spaces(obs_space, act_space, hidden=cfg.hidden,
                                           activation=cfg.activation)
@@ -110,7 +116,6 @@ class ES(Runner):
         self._rng = np.random.Generator(np.random.PCG64(seeds[1]))
         self._eval_rng = np.random.Generator(np.random.PCG64(seeds[2]))
 
-        self.executor = make_executor(client)
         # the driver maps (or builds) the host's shared table first: workers on this host then
         # map the same pages instead of waiting on the one builder
         self.noise = get_noise_table(noise)

@@ -63,6 +63,20 @@ class PolicyPayload:
     sigma: float
 
 
+def warm_up(env_id: str, max_episode_steps: int | None, env_kwargs: tuple) -> None:
+    """Make (and close) one environment of the run: unpickling this function imported this
+    module's numpy/gymnasium stack, and making the environment imports MuJoCo and reads its
+    model, so the first task of a cold worker does not (``executor.warm``). Once per
+    configuration and process: runs of a sweep warm nothing twice."""
+    key = (env_id, max_episode_steps, env_kwargs)
+    if key not in _WARMED:
+        _WARMED.add(key)
+        FastEnv(env_id, max_episode_steps, dict(env_kwargs)).env.close()
+
+
+_WARMED: set = set()
+
+
 def get_env(cfg: RolloutConfig) -> FastEnv:
     """This thread's environment for ``cfg`` (made once, reset with a seed per episode)."""
     return cached_env(cfg.env_id, cfg.max_episode_steps, cfg.env_kwargs)

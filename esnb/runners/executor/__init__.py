@@ -21,7 +21,8 @@ The calls (both executors)
 ``actor(cls, *args, ...)`` -> :class:`ActorRef`; ``channel(name)`` -> a value box that tasks
 read; ``background(genfn, *args, ...)`` -> a long-running loop; ``turn()``;
 ``workers()``, ``n_workers``, ``threads(exclude)``; ``stuck(keys)``, ``busy(prefix)``;
-``run_on_workers(fn)``; ``prepare_noise(noise)``; ``close()``.
+``run_on_workers(fn)``; ``prepare_noise(noise)``; ``warm(fn, *args)`` (started on every
+worker in the background); ``close()``.
 Properties: ``remote`` (tasks run in other processes), ``reproducible`` (no timing-dependent
 decision allowed), ``dashboard_link``.
 """

@@ -227,6 +227,9 @@ class InlineExecutor(Executor):
     def prepare_noise(self, noise: NoiseConfig) -> None:
         get_noise_table(noise)
 
+    def warm(self, fn: Callable, *args) -> None:
+        """Nothing to do: this process prepares the run itself."""
+
     # -- tasks -------------------------------------------------------------------------------
     def submit(self, fn: Callable, *args, key: str | None = None, priority: int = 0,
                workers=None, strict: bool = False, resources=None) -> Done:

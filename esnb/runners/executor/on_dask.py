@@ -32,7 +32,7 @@ from typing import Any
 from distributed import Actor, Client, Future, Variable, as_completed
 from distributed import wait as dask_wait
 
-from esnb.cluster.worker_calls import drive, hold
+from esnb.cluster.worker_calls import drive, hold, in_background
 from esnb.noise import NoiseConfig
 from esnb.runners.executor.inline import ActorRef, Executor
 
@@ -141,6 +141,12 @@ class DaskExecutor(Executor):
         from esnb.cluster import register_noise_table
 
         register_noise_table(self.client, noise)
+
+    def warm(self, fn: Callable, *args) -> None:
+        """Start ``fn(*args)`` in the background on every present worker and return at once
+        (imports and environments a run's first tasks will need, made while the driver
+        prepares the run)."""
+        self.client.run(in_background, fn, *args)  # returns once the threads started
 
     # -- tasks -------------------------------------------------------------------------------
     def submit(self, fn: Callable, *args, key: str | None = None, priority: int = 0,
