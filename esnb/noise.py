@@ -86,6 +86,8 @@ class NoiseTable:
             self._block = open_block(config.file_name, config.size, np.float32, config.fill,
                                      directory=None if shared is True else shared)
         self.noise = self._block.array
+        self._block_dir = None if shared is True else (shared or None)
+        self._prefix_block: Block | None = None
         self._sq_prefix: np.ndarray | None = None
         self._lock = threading.Lock()
 
@@ -101,6 +103,8 @@ class NoiseTable:
         """Stop using the shared copy (removed when its last user closes); the values stay
         readable in this process while arrays reference them."""
         self._block.close()
+        if self._prefix_block is not None:
+            self._prefix_block.close()
 
     def get(self, index: int, dim: int) -> np.ndarray:
         """The perturbation of ``dim`` entries starting at ``index`` (a read-only view)."""
@@ -122,6 +126,10 @@ class NoiseTable:
             )
         return rng.integers(0, self.noise.size - dim + 1, size=n, dtype=np.int64)
 
+    def _fill_prefix(self, out: np.ndarray) -> None:
+        out[0] = 0.0
+        np.cumsum(np.square(self.noise, dtype=np.float64), out=out[1:])
+
     def squared_norms(self, indices: np.ndarray, dim: int) -> np.ndarray:
         """``||noise[i:i+dim]||^2`` per index, exact to float64 rounding.
 
@@ -129,10 +137,18 @@ class NoiseTable:
         """
         with self._lock:
             if self._sq_prefix is None:
-                prefix = np.empty(self.noise.size + 1, dtype=np.float64)
-                prefix[0] = 0.0
-                np.cumsum(np.square(self.noise, dtype=np.float64), out=prefix[1:])
-                self._sq_prefix = prefix
+                # 8 bytes per entry (200 MB for 25M): shared per host like the table, where
+                # the table is (IW-ES replicas on every worker need it when sigma changes)
+                name = self.config.file_name.replace("-float32", "-sqprefix-float64")
+                self._prefix_block = open_block(
+                    name, self.noise.size + 1, np.float64, self._fill_prefix,
+                    directory=self._block_dir) if self.shared_path else None
+                if self._prefix_block is None:
+                    prefix = np.empty(self.noise.size + 1, dtype=np.float64)
+                    self._fill_prefix(prefix)
+                    self._sq_prefix = prefix
+                else:
+                    self._sq_prefix = self._prefix_block.array
         indices = np.asarray(indices, dtype=np.int64)
         return self._sq_prefix[indices + dim] - self._sq_prefix[indices]
 

@@ -178,3 +178,18 @@ def test_a_wrong_sized_file_under_the_name_is_replaced(shm_dir):
         assert np.array_equal(_bits(table), _bits(NoiseTable(CFG)))
     finally:
         table.close()
+
+
+def test_the_squared_norm_prefix_is_shared_too_and_bitwise_the_same(shm_dir):
+    private = NoiseTable(CFG)
+    a = NoiseTable(CFG, shared=shm_dir)
+    b = NoiseTable(CFG, shared=shm_dir)
+    idx = np.array([0, 5, 1_234_567, CFG.size - 300])
+    want = private.squared_norms(idx, 300)
+    assert np.array_equal(a.squared_norms(idx, 300), want)
+    assert np.array_equal(b.squared_norms(idx, 300), want)
+    assert sorted(_data_files(shm_dir)) == sorted(
+        [CFG.file_name, CFG.file_name.replace("-float32", "-sqprefix-float64")])
+    a.close()
+    b.close()
+    assert _data_files(shm_dir) == []

@@ -95,10 +95,9 @@ class ES(Runner):
         cfg = cfg.replace(noise_size=noise.size, noise_seed=noise.seed)
         super().__init__(cfg, name=name)
         self.executor = make_executor(client)
-        # cold workers import the rollout stack and MuJoCo while this process reads the spaces
-        # and maps the noise table (~0.25 s of a first generation otherwise)
-        self.executor.warm(warm_up, cfg.env, cfg.max_episode_steps,
-                           tuple(sorted(cfg.env_kwargs.items())))
+        env_kwargs = tuple(sorted(cfg.env_kwargs.items()))
+        # workers import the rollout stack and MuJoCo meanwhile (~0.25 s of a first generation)
+        self.executor.warm(warm_up, cfg.env, cfg.max_episode_steps, env_kwargs)
         obs_space, act_space, _ = env_spaces(cfg.env, **cfg.env_kwargs)
         self.spec = PolicySpec.for_spaces(obs_space, act_space, hidden=cfg.hidden,
                                           activation=cfg.activation)
@@ -108,7 +107,7 @@ class ES(Runner):
         self.noise_config = noise
         self.rollout_config = RolloutConfig(
             env_id=cfg.env, spec=self.spec, noise=noise, max_episode_steps=cfg.max_episode_steps,
-            env_kwargs=tuple(sorted(cfg.env_kwargs.items())), action_noise=cfg.action_noise,
+            env_kwargs=env_kwargs, action_noise=cfg.action_noise,
             obs_norm=cfg.obs_norm)
 
         seeds = np.random.SeedSequence(cfg.seed).spawn(3)
@@ -116,8 +115,7 @@ class ES(Runner):
         self._rng = np.random.Generator(np.random.PCG64(seeds[1]))
         self._eval_rng = np.random.Generator(np.random.PCG64(seeds[2]))
 
-        # the driver maps (or builds) the host's shared table first: workers on this host then
-        # map the same pages instead of waiting on the one builder
+        # mapped (or built) here first: this host's workers then map it, never wait on a builder
         self.noise = get_noise_table(noise)
         self.executor.prepare_noise(noise)
         self.es = OpenAIES(init_params(self.spec, init_rng), self.noise, lr=cfg.lr)
