@@ -84,7 +84,7 @@ def add_arguments(p) -> None:
                    help="cold starts measured (2 workers; the median is reported)")
     p.add_argument("--compare", default=None, metavar="DIR",
                    help="also measure the esnb in DIR (a worktree of another commit), "
-                        "interleaved with this one")
+                        "interleaved with this one (default: none)")
     p.add_argument("--json", default=None,
                    help="also write the figures to this file (default: not written)")
 
