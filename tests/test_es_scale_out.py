@@ -146,3 +146,36 @@ def test_a_checkpoint_with_the_retired_iw_distributed_loads(tmp_path):
     assert np.array_equal(again.theta, es.theta)
     with pytest.raises(ValueError, match="iw_distributed"):
         ES(**RUN, iw_distributed=True, client=False)
+
+
+def test_the_update_does_not_depend_on_the_blas_thread_count():
+    """OpenBLAS splits a large product over threads and its rounding with it: the ES gradient
+    of a 1M-parameter policy is computed on one thread, so a many-core driver and one-thread
+    workers get the same bits."""
+    from threadpoolctl import threadpool_limits
+
+    from esnb.es.gradient import weighted_noise_sum
+    from esnb.noise import NoiseConfig, get_noise_table
+
+    table = get_noise_table(NoiseConfig(size=2_000_000, seed=1))
+    rng = np.random.default_rng(0)
+    indices = rng.integers(0, 2_000_000 - 1_000_000, 16)
+    weights = rng.standard_normal(16)
+    sums = []
+    for threads in (1, 2, 4):
+        with threadpool_limits(threads, user_api="blas"):
+            sums.append(weighted_noise_sum(table, indices, weights, 1_000_000))
+    assert all(np.array_equal(sums[0], s) for s in sums[1:])
+
+
+def test_a_1m_parameter_replica_keeps_in_step(client):
+    """Workers' replicas of a 1M-parameter policy follow the driver generation after generation
+    without being sent the state again."""
+    es = ES(**dict(RUN, noise_size=2_000_000), hidden=(1024, 1024), population=32,
+            eval_interval=0, client=client)
+    try:
+        es.step(4)
+        assert es.theta.size > 1_000_000
+        assert es.generations.syncs == 2  # each worker once, at its first generation
+    finally:
+        es.close()

@@ -57,8 +57,9 @@ def _noop() -> int:
     return 0
 
 
-def dask_floor(client, addresses: list[str]) -> float:
-    """Seconds to submit one no-op task per worker and gather them."""
+def dask_floor(client) -> float:
+    """Seconds to submit one no-op task to each live worker and gather them."""
+    addresses = sorted(client.nthreads())
     t0 = time.perf_counter()
     futures = [client.submit(_noop, workers=[a], pure=False) for a in addresses]
     client.gather(futures)
@@ -103,7 +104,7 @@ def measure_one(client, size: str, n: int, generations: int, per_worker: int,
         syncs0 = es.generations.syncs
         floors = []
         for _ in range(generations):
-            floors.append(dask_floor(client, es.generations.addresses))
+            floors.append(dask_floor(client))
             es.step(1)
         h = es.history.iloc[-generations:]
         sent = h.sent_bytes.to_numpy()
@@ -141,7 +142,7 @@ def measure(workers=(2, 4, 8, 16, 32), sizes=("5k", "1M"), generations: int = 8,
         try:
             for size in sizes:
                 row = measure_one(client, size, n, generations, per_worker, episode_steps)
-                progress(_line(row))
+                progress(_line(row), flush=True)
                 rows.append(row)
         finally:
             client.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from esnb.es.blas import one_thread
 from esnb.noise import NoiseTable
 
 CHUNK = 256  # rows of noise gathered at once, at most...
@@ -32,9 +33,10 @@ def weighted_noise_sum(noise: NoiseTable, indices: np.ndarray, weights: np.ndarr
         raise ValueError(f"indices {indices.shape} and weights {weights.shape} differ")
     total = np.zeros(dim, dtype=np.float64)
     step = max(1, min(CHUNK, CHUNK_FLOATS // max(dim, 1)))
-    for start in range(0, indices.size, step):
-        rows = noise.gather(indices[start : start + step], dim)
-        total += weights[start : start + step].astype(np.float32) @ rows
+    with one_thread():  # the same bits on a many-core driver and a one-thread worker
+        for start in range(0, indices.size, step):
+            rows = noise.gather(indices[start : start + step], dim)
+            total += weights[start : start + step].astype(np.float32) @ rows
     return total
 
 

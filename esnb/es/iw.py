@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from esnb.es.blas import one_thread
 from esnb.es.gradient import weighted_noise_sum
 from esnb.noise import NoiseTable
 
@@ -106,8 +107,9 @@ def importance_weights(eps: np.ndarray, delta: np.ndarray, sigma_old: float,
     eps = np.asarray(eps, dtype=np.float64)
     delta = np.asarray(delta, dtype=np.float64)
     sigma_new = sigma_old if sigma_new is None else sigma_new
-    log_w = log_importance_weights(eps @ delta, np.einsum("ij,ij->i", eps, eps),
-                                   float(delta @ delta), eps.shape[1], sigma_old, sigma_new)
+    with one_thread():  # as in iw_gradient: the bits must not depend on the thread count
+        log_w = log_importance_weights(eps @ delta, np.einsum("ij,ij->i", eps, eps),
+                                       float(delta @ delta), eps.shape[1], sigma_old, sigma_new)
     return np.exp(np.minimum(log_w, np.log(clip)))
 
 
@@ -195,7 +197,8 @@ def iw_gradient(noise: NoiseTable, batch: Batch, theta: np.ndarray, sigma_new: f
         eps_sq = noise.squared_norms(batch.indices, dim)
     else:
         eps_sq = np.zeros(len(batch.indices))
-    delta_sq = float(delta @ delta)
+    with one_thread():  # a long dot is split over BLAS threads, and its rounding with it
+        delta_sq = float(delta @ delta)
     # column 0: +eps_j, column 1: -eps_j
     signed = np.stack([dots, -dots], axis=1)
     log_w = log_importance_weights(signed, np.stack([eps_sq, eps_sq], axis=1), delta_sq, dim,

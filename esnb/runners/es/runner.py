@@ -258,7 +258,8 @@ class ES(Runner):
         timing = {"steps_per_s": steps / dispatch if dispatch > 0 else np.nan,
                   "gen_time": dispatch,
                   "busy": seconds / (workers * dispatch) if dispatch > 0 else np.nan,
-                  "task_max": max(r["seconds"] for r in results),
+                  # the longest task, its replica's update included (compute, not overhead)
+                  "task_max": max(r["replica_seconds"] for r in results),
                   # worker processes that ran the generation's pairs (every worker, when spread)
                   "task_workers": len({r["pid"] for r in results[:n_train]}),
                   "tasks": n_train, "pairs_per_task": per_task, "workers": workers,
