@@ -9,8 +9,11 @@ scheduler's and the driver's work, not the rollouts.
 
 Reported per worker count and policy size (medians over the measured generations):
 
-- ``overhead``: the generation's wall time minus its longest task (what no worker was
-  computing for);
+- ``overhead``: the generation's wall time minus the least its tasks' compute could take on
+  this machine -- the longest task's CPU time, or all tasks' CPU time over the cores when the
+  workers outnumber them (each task's replica update included: with a 1M-parameter policy
+  every worker computes the update, ~0.1 s, which 32 workers on 2 cores cannot do side by
+  side; CPU, not wall time, because a worker preempted by the others waits without working);
 - ``dask floor``: the same number of no-op tasks, one per worker, submitted and gathered on
   the same client between generations -- the least any orchestration on Dask can cost;
 - ``sent``: the bytes of the arguments and values the driver sent per generation (pickled),
@@ -24,12 +27,15 @@ generation independent of the parameter count (<= 16 bytes per episode plus a co
 bitwise equal to an inline run.
 
 ``--cluster slurm`` runs the same on worker jobs of a SLURM cluster (``esnb.cluster``'s
-dask-jobqueue settings; one worker per job).
+dask-jobqueue settings), two worker processes per job asking one CPU each, so that several
+jobs fit a small node.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
+import tempfile
 import time
 
 import numpy as np
@@ -38,6 +44,8 @@ from esnb.bench.report import Session
 
 #: hidden layers of the two policies: ~5k and ~1M parameters on CartPole
 SIZES = {"5k": (64, 64), "1M": (1024, 1024)}
+#: worker processes per SLURM job (``--cluster slurm``)
+PER_JOB = 2
 
 
 def add_arguments(p) -> None:
@@ -66,10 +74,9 @@ def dask_floor(client) -> float:
     return time.perf_counter() - t0
 
 
-def _pid() -> int:
-    import os
-
-    return os.getpid()
+def _where() -> tuple[int, str | None]:
+    """(pid, SLURM job id) of the worker running it."""
+    return os.getpid(), os.environ.get("SLURM_JOB_ID")
 
 
 def _client(n: int, cluster: str):
@@ -78,10 +85,13 @@ def _client(n: int, cluster: str):
     from esnb.cluster import make_client
 
     if cluster == "slurm":
+        # worker jobs of PER_JOB processes on one CPU each: several jobs fit a small node
         client = make_client(n, cluster_type="slurm", dashboard_address=":0",
                              set_as_default=False, actor_worker=False,
                              silence_logs=logging.ERROR, walltime="00:30:00",
-                             job_name="esnb-scale-out", interface="lo")
+                             job_name="esnb-scale-out", interface="lo", cores=PER_JOB,
+                             log_directory=tempfile.mkdtemp(prefix="esnb-scale-out-"),
+                             processes=PER_JOB, job_cpu=1, memory=f"{2 * PER_JOB}GiB")
     else:
         client = make_client(n, dashboard_address=":0", set_as_default=False,
                              silence_logs=logging.ERROR)
@@ -107,8 +117,10 @@ def measure_one(client, size: str, n: int, generations: int, per_worker: int,
             floors.append(dask_floor(client))
             es.step(1)
         h = es.history.iloc[-generations:]
+        cores = os.cpu_count() or 1
+        compute = np.maximum(h.task_cpu_max, h.task_cpu / min(cores, n))
         sent = h.sent_bytes.to_numpy()
-        pids = {r: pid for r, pid in client.run(_pid).items()}
+        where = client.run(_where)
         row = {
             "size": size,
             "params": int(es.theta.size),
@@ -117,13 +129,15 @@ def measure_one(client, size: str, n: int, generations: int, per_worker: int,
             "tasks": int(h.tasks.median()),
             "gen_time": float(h.gen_time.median()),
             "task_max": float(h.task_max.median()),
-            "overhead": float((h.gen_time - h.task_max).median()),
+            "compute": float(compute.median()),
+            "overhead": float((h.gen_time - compute).median()),
             "dask_floor": float(statistics.median(floors)),
             "sent_bytes": float(np.median(sent)),
             "sent_per_episode": float(np.median(sent) / kw["population"]),
             "syncs_warmup": int(syncs0),
             "syncs_after": int(es.generations.syncs - syncs0),
-            "distinct_workers": len(pids),
+            "distinct_workers": len({pid for pid, _ in where.values()}),
+            "slurm_jobs": len({job for _, job in where.values() if job}),
         }
         inline = ES(**kw, client=False)
         inline.step(es.iteration)
@@ -152,10 +166,12 @@ def measure(workers=(2, 4, 8, 16, 32), sizes=("5k", "1M"), generations: int = 8,
 def _line(r: dict) -> str:
     return (f"  {r['workers']:>3} workers  {r['size']:>3} ({r['params']:>9,} params)  "
             f"overhead {1e3 * r['overhead']:>6.1f} ms  (dask floor {1e3 * r['dask_floor']:>5.1f}"
-            f" ms, gen {1e3 * r['gen_time']:>6.1f} ms, {r['tasks']} tasks)  sent "
+            f" ms; gen {1e3 * r['gen_time']:>6.1f} ms, compute {1e3 * r['compute']:>6.1f} ms, "
+            f"{r['tasks']} tasks)  sent "
             f"{r['sent_bytes']:>7,.0f} B/gen = {r['sent_per_episode']:>5.1f} B/episode  "
             f"syncs {r['syncs_warmup']}+{r['syncs_after']}  bitwise "
-            f"{'yes' if r['theta_bitwise_equal'] else 'NO'}")
+            f"{'yes' if r['theta_bitwise_equal'] else 'NO'}"
+            + (f"  ({r['slurm_jobs']} SLURM jobs)" if r["slurm_jobs"] else ""))
 
 
 def run(args) -> int:

@@ -260,6 +260,9 @@ class ES(Runner):
                   "busy": seconds / (workers * dispatch) if dispatch > 0 else np.nan,
                   # the longest task, its replica's update included (compute, not overhead)
                   "task_max": max(r["replica_seconds"] for r in results),
+                  # CPU seconds of the tasks (wall seconds count a preempted worker's wait)
+                  "task_cpu": sum(r["replica_cpu"] for r in results),
+                  "task_cpu_max": max(r["replica_cpu"] for r in results),
                   # worker processes that ran the generation's pairs (every worker, when spread)
                   "task_workers": len({r["pid"] for r in results[:n_train]}),
                   "tasks": n_train, "pairs_per_task": per_task, "workers": workers,

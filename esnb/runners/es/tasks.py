@@ -120,7 +120,7 @@ def replica_pairs(ctx: ReplicaContext, update: Update, packed: np.ndarray,
     (``update``; or install ``sync``), then roll out its mirrored pairs (:func:`es_pairs`,
     ``packed`` by :func:`pack_pairs`). ``{"stale": True}`` when the replica cannot get there
     without a :class:`Sync`."""
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.thread_time()
     cfg = ctx.cfg
     replica = replica_for(cfg.noise, ctx.token, update, sync, cfg.obs_norm)
     if replica is None:
@@ -128,13 +128,14 @@ def replica_pairs(ctx: ReplicaContext, update: Update, packed: np.ndarray,
     mean, std = replica.normalisation()
     payload = PolicyPayload(replica.es.theta, mean, std, update.sigma)
     return {**es_pairs(cfg, payload, *unpack_pairs(packed)), "checksum": update.checksum,
-            "pid": os.getpid(), "replica_seconds": time.perf_counter() - t0}
+            "pid": os.getpid(), "replica_seconds": time.perf_counter() - t0,
+            "replica_cpu": time.thread_time() - cpu0}
 
 
 def replica_evaluate(ctx: ReplicaContext, update: Update, env_seeds: np.ndarray,
                      sync: Sync | None = None) -> dict:
     """Noise-free episodes of the generation's theta on this worker's replica."""
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.thread_time()
     cfg = ctx.cfg
     replica = replica_for(cfg.noise, ctx.token, update, sync, cfg.obs_norm)
     if replica is None:
@@ -142,7 +143,8 @@ def replica_evaluate(ctx: ReplicaContext, update: Update, env_seeds: np.ndarray,
     mean, std = replica.normalisation()
     payload = PolicyPayload(replica.es.theta, mean, std, update.sigma)
     return {**evaluate(cfg, payload, env_seeds), "checksum": update.checksum,
-            "pid": os.getpid(), "replica_seconds": time.perf_counter() - t0}
+            "pid": os.getpid(), "replica_seconds": time.perf_counter() - t0,
+            "replica_cpu": time.thread_time() - cpu0}
 
 
 def es_pairs(cfg: RolloutConfig, payload: PolicyPayload, indices: np.ndarray,
