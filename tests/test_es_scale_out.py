@@ -1,5 +1,9 @@
 """ES scales out (issue 17): only scalars travel, every worker keeps a replica that stays bitwise
-equal to the driver's state, and a generation's tasks use every worker.
+equal to the driver's state (or, on the driver's host, maps the driver's theta from shared
+memory), and a generation's tasks use every worker.
+
+The replica tests turn host sharing off (``ESNB_SHM_DIR=""``): a LocalCluster's workers share
+the driver's host, and would otherwise keep no replica.
 
 Speed is measured by ``esnb bench es-scale-out``, not here: these tests count bytes, syncs and
 worker processes, and compare parameters bit for bit.
@@ -7,6 +11,7 @@ worker processes, and compare parameters bit for bit.
 
 from __future__ import annotations
 
+import gc
 import logging
 
 import numpy as np
@@ -29,7 +34,13 @@ def _sent_per_generation(es: ES, generations: int) -> np.ndarray:
     return es.history.sent_bytes.to_numpy()[-generations:]
 
 
-def test_bytes_per_generation_do_not_grow_with_the_policy(client):
+@pytest.fixture
+def replicas(monkeypatch):
+    """Every worker keeps a replica (no theta shared on the driver's host)."""
+    monkeypatch.setenv("ESNB_SHM_DIR", "")
+
+
+def test_bytes_per_generation_do_not_grow_with_the_policy(client, replicas):
     """A 70k-parameter policy costs the driver the same bytes per generation as a 100-parameter
     one (after each worker's one sync); theta stays bitwise that of an inline run."""
     kw = {"small": dict(RUN, hidden=(8,)), "large": dict(RUN, hidden=(256, 256))}
@@ -51,7 +62,7 @@ def test_bytes_per_generation_do_not_grow_with_the_policy(client):
         large.close()
 
 
-def test_bytes_grow_by_at_most_16_per_episode(client):
+def test_bytes_grow_by_at_most_16_per_episode(client, replicas):
     """Four times the population on the same workers (and tasks) adds <= 16 bytes per extra
     episode (14 sent): offsets with flags and seeds (int32 each per pair, the task's), offsets
     again (int32 per pair, the update's) and the shaped returns (float64 per episode).
@@ -72,7 +83,7 @@ def test_bytes_grow_by_at_most_16_per_episode(client):
 
 
 @pytest.mark.slow
-def test_eight_workers_each_run_tasks_and_are_synced_once():
+def test_eight_workers_each_run_tasks_and_are_synced_once(replicas):
     """With 8 worker processes every generation's tasks run on 8 distinct processes, each
     worker is sent the whole state once in the run, and theta is bitwise the inline one."""
     from esnb.cluster import make_client
@@ -168,7 +179,7 @@ def test_the_update_does_not_depend_on_the_blas_thread_count():
     assert all(np.array_equal(sums[0], s) for s in sums[1:])
 
 
-def test_a_1m_parameter_replica_keeps_in_step(client):
+def test_a_1m_parameter_replica_keeps_in_step(client, replicas):
     """Workers' replicas of a 1M-parameter policy follow the driver generation after generation
     without being sent the state again."""
     es = ES(**dict(RUN, noise_size=2_000_000), hidden=(1024, 1024), population=32,
@@ -179,3 +190,30 @@ def test_a_1m_parameter_replica_keeps_in_step(client):
         assert es.generations.syncs == 2  # each worker once, at its first generation
     finally:
         es.close()
+
+
+def test_workers_on_the_drivers_host_map_its_theta(client, tmp_path, monkeypatch):
+    """On the driver's host the tasks read theta from the driver's file in shared memory: no
+    replica, no sync, one file at a time, removed on close; theta bitwise the inline run's
+    and the bytes sent still independent of the policy's size."""
+    monkeypatch.setenv("ESNB_SHM_DIR", str(tmp_path))
+    kw = dict(RUN, hidden=(256, 256), population=16, eval_interval=2, eval_episodes=2)
+    es = ES(**kw, client=client)
+    try:
+        sent = _sent_per_generation(es, 3)
+        h = es.history
+        assert es.generations.syncs == 0
+        assert (h.host_theta_tasks == h.tasks + (h.eval_return.notna() * 2)).all()
+        assert len(list(tmp_path.glob("esnb-theta-*"))) == 1
+        assert np.median(sent) < 4 * 1024  # theta is 280 kB
+        inline = ES(**kw, client=False)
+        inline.step(es.iteration)
+        assert np.array_equal(es.theta, inline.theta)
+        assert np.array_equal(h.eval_return, inline.history.eval_return, equal_nan=True)
+        assert len(list(tmp_path.glob("esnb-theta-*"))) == 2  # the inline run's too
+        del inline  # a runner never closed removes its file when collected
+        gc.collect()
+        assert len(list(tmp_path.glob("esnb-theta-*"))) == 1
+    finally:
+        es.close()
+    assert not list(tmp_path.glob("esnb-theta-*"))

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from esnb.runners.es.host_theta import HostTheta
 from esnb.runners.es.replica import Sync, Update, checksum, drop_replicas
 from esnb.runners.es.tasks import ReplicaContext
 
@@ -43,12 +44,15 @@ class Generations:
         self.token = f"{name}-{uuid.uuid4().hex[:8]}"
         self.context = ReplicaContext(cfg, self.token)
         self._context = None  # its handle, published at the first generation
+        self.host_theta = HostTheta(self.token)  # theta for the workers on this host
         self.syncs = 0
         self.addresses: list[str] = []
 
     def update(self, generation: int, tell, iw: Sequence, sigma: float, theta: np.ndarray,
                mean: np.ndarray | None, std: np.ndarray | None) -> Update:
-        return Update(generation, tell, tuple(iw), float(sigma), checksum(theta, mean, std))
+        shared = self.host_theta.publish(generation, theta, mean, std)
+        return Update(generation, tell, tuple(iw), float(sigma), checksum(theta, mean, std),
+                      shared, self.host_theta.host)
 
     def run(self, update: Update, calls: list[tuple[Callable, tuple]], label: str,
             sync: Callable[[], Sync], first: int | None = None) -> list[dict]:
@@ -99,6 +103,7 @@ class Generations:
         if self._context is not None:
             self.executor.release(self._context)
             self._context = None
+        self.host_theta.close()
         token = self.token
         drop_replicas(token)
         try:

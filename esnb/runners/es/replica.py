@@ -75,6 +75,8 @@ class Update:
     iw: tuple[IWUpdate, ...]
     sigma: float  # the perturbation scale of this generation's rollouts
     checksum: int  # of theta and the observation normalisation after applying it
+    shared: str | None = None  # the state in a file on the driver's host (:mod:`.host_theta`)
+    host: str = ""  # that host's name
 
 
 @dataclass(frozen=True)

@@ -265,6 +265,8 @@ class ES(Runner):
                   "task_cpu_max": max(r["replica_cpu"] for r in results),
                   # worker processes that ran the generation's pairs (every worker, when spread)
                   "task_workers": len({r["pid"] for r in results[:n_train]}),
+                  # tasks that read theta from the driver's host memory, not a replica
+                  "host_theta_tasks": sum(bool(r["host_theta"]) for r in results),
                   "tasks": n_train, "pairs_per_task": per_task, "workers": workers,
                   "syncs": self.generations.syncs}
         if sent is not None:

@@ -19,6 +19,7 @@ from esnb.envs.rollout import FastEnv, cached_env, gaussian_noise, run_episode
 from esnb.noise import NoiseConfig, get_noise_table
 from esnb.policies.numpy_mlp import NumpyPolicy
 from esnb.policies.spec import PolicySpec
+from esnb.runners.es import host_theta
 from esnb.runners.es.replica import Sync, Update, replica_for
 
 
@@ -61,6 +62,7 @@ class PolicyPayload:
     obs_mean: np.ndarray | None
     obs_std: np.ndarray | None
     sigma: float
+    shared: bool = False  # theta mapped from the driver's file (:mod:`.host_theta`)
 
 
 def warm_up(env_id: str, max_episode_steps: int | None, env_kwargs: tuple) -> None:
@@ -121,30 +123,38 @@ def replica_pairs(ctx: ReplicaContext, update: Update, packed: np.ndarray,
     ``packed`` by :func:`pack_pairs`). ``{"stale": True}`` when the replica cannot get there
     without a :class:`Sync`."""
     t0, cpu0 = time.perf_counter(), time.thread_time()
-    cfg = ctx.cfg
-    replica = replica_for(cfg.noise, ctx.token, update, sync, cfg.obs_norm)
-    if replica is None:
+    payload = _payload(ctx, update, sync)
+    if payload is None:
         return {"stale": True}
-    mean, std = replica.normalisation()
-    payload = PolicyPayload(replica.es.theta, mean, std, update.sigma)
-    return {**es_pairs(cfg, payload, *unpack_pairs(packed)), "checksum": update.checksum,
-            "pid": os.getpid(), "replica_seconds": time.perf_counter() - t0,
-            "replica_cpu": time.thread_time() - cpu0}
+    return {**es_pairs(ctx.cfg, payload, *unpack_pairs(packed)), "checksum": update.checksum,
+            "pid": os.getpid(), "host_theta": payload.shared,
+            "replica_seconds": time.perf_counter() - t0, "replica_cpu": time.thread_time() - cpu0}
 
 
 def replica_evaluate(ctx: ReplicaContext, update: Update, env_seeds: np.ndarray,
                      sync: Sync | None = None) -> dict:
     """Noise-free episodes of the generation's theta on this worker's replica."""
     t0, cpu0 = time.perf_counter(), time.thread_time()
+    payload = _payload(ctx, update, sync)
+    if payload is None:
+        return {"stale": True}
+    return {**evaluate(ctx.cfg, payload, env_seeds), "checksum": update.checksum,
+            "pid": os.getpid(), "host_theta": payload.shared,
+            "replica_seconds": time.perf_counter() - t0, "replica_cpu": time.thread_time() - cpu0}
+
+
+def _payload(ctx: ReplicaContext, update: Update, sync: Sync | None) -> PolicyPayload | None:
+    """The generation's parameters: the driver's file on its host (:mod:`.host_theta`), else
+    this worker's replica brought up to date (None: stale, a :class:`Sync` is needed)."""
     cfg = ctx.cfg
+    if sync is None:
+        shared = host_theta.read(update, cfg.spec.num_params, cfg.spec.obs_dim, cfg.obs_norm)
+        if shared is not None:
+            return PolicyPayload(*shared, update.sigma, shared=True)
     replica = replica_for(cfg.noise, ctx.token, update, sync, cfg.obs_norm)
     if replica is None:
-        return {"stale": True}
-    mean, std = replica.normalisation()
-    payload = PolicyPayload(replica.es.theta, mean, std, update.sigma)
-    return {**evaluate(cfg, payload, env_seeds), "checksum": update.checksum,
-            "pid": os.getpid(), "replica_seconds": time.perf_counter() - t0,
-            "replica_cpu": time.thread_time() - cpu0}
+        return None
+    return PolicyPayload(replica.es.theta, *replica.normalisation(), update.sigma)
 
 
 def es_pairs(cfg: RolloutConfig, payload: PolicyPayload, indices: np.ndarray,
