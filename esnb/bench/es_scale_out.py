@@ -57,6 +57,13 @@ def add_arguments(p) -> None:
     p.add_argument("--episode-steps", type=int, default=20, help="cap of each episode")
     p.add_argument("--cluster", default="local", choices=("local", "slurm"),
                    help="local worker processes, or worker jobs on SLURM")
+    p.add_argument("--replicas", action="store_true",
+                   help="every worker keeps a replica, also on the driver's host (as on a "
+                        "multi-host cluster; default: local workers map the driver's theta)")
+    p.add_argument("--compare", default=None, metavar="DIR",
+                   help="also time the generations of the esnb checked out in DIR (e.g. a "
+                        "worktree of an older commit), alternating with this one (default: "
+                        "no comparison)")
     p.add_argument("--json", default=None,
                    help="also write the figures to this file (default: not written)")
 
@@ -163,6 +170,58 @@ def measure(workers=(2, 4, 8, 16, 32), sizes=("5k", "1M"), generations: int = 8,
     return rows
 
 
+#: seconds per generation of whichever esnb is first on sys.path (for --compare): only the
+#: runner's public API and its gen_time column, which older trees have too
+PROBE = """
+import json, logging, sys
+def main():
+    n, gens = int(sys.argv[1]), int(sys.argv[3])
+    hidden = tuple(int(h) for h in sys.argv[2].split(","))
+    from esnb.cluster import make_client
+    from esnb.runners.es import ES
+    c = make_client(n, dashboard_address=":0", set_as_default=False, silence_logs=logging.ERROR)
+    c.wait_for_workers(n, timeout=600)
+    try:
+        es = ES("CartPole-v1", hidden=hidden, population=4 * n, max_episode_steps=20, seed=0,
+                eval_interval=0, noise_size=2_000_000, client=c)
+        es.step(2 + gens)
+        print(json.dumps(float(es.history.gen_time.iloc[-gens:].median())))
+    finally:
+        c.close()
+if __name__ == "__main__":
+    main()
+"""
+
+
+def probe(tree: str, n: int, size: str, generations: int) -> float:
+    """Median seconds per generation of the esnb in ``tree`` (a fresh interpreter)."""
+    import json
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": tree}
+    out = subprocess.run([sys.executable, "-c", PROBE, str(n), ",".join(map(str, SIZES[size])),
+                          str(generations)], cwd=tree, env=env, capture_output=True, text=True,
+                         timeout=1800)
+    if out.returncode:
+        raise RuntimeError(f"the probe in {tree} failed: {out.stderr.strip()[-500:]}")
+    return float(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def compare(other: str, workers, sizes, generations: int, progress=print) -> list[dict]:
+    """Seconds per generation here and in ``other``, alternating run by run."""
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    rows = []
+    for n in workers:
+        for size in sizes:
+            theirs = probe(other, n, size, generations)
+            ours = probe(here, n, size, generations)
+            rows.append({"workers": n, "size": size, "other": theirs, "this": ours})
+            progress(f"  {n:>3} workers  {size:>3}: {other}: {theirs:.3f} s/generation, "
+                     f"this tree: {ours:.3f} s ({theirs / ours:.2f}x)", flush=True)
+    return rows
+
+
 def _line(r: dict) -> str:
     return (f"  {r['workers']:>3} workers  {r['size']:>3} ({r['params']:>9,} params)  "
             f"overhead {1e3 * r['overhead']:>6.1f} ms  (dask floor {1e3 * r['dask_floor']:>5.1f}"
@@ -176,6 +235,8 @@ def _line(r: dict) -> str:
 
 def run(args) -> int:
     session = Session()
+    if args.replicas:  # read by the runners' HostTheta: nothing shared on this host
+        os.environ["ESNB_SHM_DIR"] = ""
     workers = [int(w) for w in str(args.workers).split(",") if w]
     sizes = [s for s in str(args.sizes).split(",") if s]
     unknown = [s for s in sizes if s not in SIZES]
@@ -183,7 +244,9 @@ def run(args) -> int:
         raise SystemExit(f"esnb bench es-scale-out: --sizes: unknown {unknown}; "
                          f"choose among {', '.join(SIZES)}")
     print(f"es-scale-out on {args.cluster} workers: CartPole-v1 cut at {args.episode_steps} "
-          f"steps, {args.per_worker} episodes per worker, {args.generations} generations each")
+          f"steps, {args.per_worker} episodes per worker, {args.generations} generations each; "
+          + ("every worker keeps a replica" if args.replicas else
+             "workers on this host map the driver's theta, others keep replicas"))
     rows = measure(workers, sizes, args.generations, args.per_worker, args.episode_steps,
                    args.cluster)
     by = {(r["workers"], r["size"]): r for r in rows}
@@ -193,4 +256,8 @@ def run(args) -> int:
             a, b = by[n, "5k"], by[n, "1M"]
             print(f"  {n:>3} workers: 1M / 5k overhead {b['overhead'] / a['overhead']:.2f}x, "
                   f"bytes {b['sent_bytes'] / a['sent_bytes']:.3f}x")
-    return session.done(args, rows, rerun="esnb bench es-scale-out")
+    results = {"rows": rows}
+    if args.compare:
+        print(f"\nseconds per generation, {args.compare} vs this tree (alternating):")
+        results["compare"] = compare(args.compare, workers, sizes, args.generations)
+    return session.done(args, results, rerun="esnb bench es-scale-out")
