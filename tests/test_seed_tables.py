@@ -45,3 +45,110 @@ def test_seed_table_groups_variants():
     assert table.ret.tolist() == [2.0, 10.0]
     assert 1.0 <= table.ret_lo[0] < 2.0 < table.ret_hi[0] <= 3.0
     assert (table.ret_lo[1], table.ret_hi[1]) == (10.0, 10.0)
+
+
+def test_format_ci():
+    from esnb.runners.sweep import format_ci
+
+    assert format_ci(412.04, 380.2, 441.26, 0) == "412 [380, 441]"
+    assert format_ci(4.0, np.nan, np.nan) == "4.0 [1 seed]"
+    assert format_ci(np.nan, np.nan, np.nan) == "n/a"
+
+
+# -- the benchmarks' tables over seeds: the interval is seed_table's on the same data --------
+
+def _interval(values):
+    return mean_ci(values, np.random.default_rng(0))
+
+
+def test_iw_efficiency_table_reports_intervals(tmp_path):
+    import json
+
+    from esnb.bench.iw_efficiency import final_table, format_final_table
+    from esnb.record import write_json
+
+    finals = pd.DataFrame({
+        "variant": ["K=0"] * 5 + ["K=2"], "lr": [0.01] * 6, "seed": [0, 1, 2, 3, 4, 0],
+        "final_eval": [1.0, 2.0, 3.0, 4.0, 5.0, 9.0],
+        "train_return_last20": [5.0] * 6, "iw_updates_per_batch": [0.0] * 6,
+        "wall_time": [2.0] * 6})
+    table = final_table(finals, np.random.default_rng(0))
+    # the names summary.json always had, plus the bounds
+    for column in ("lr", "variant", "seeds", "final_eval", "final_eval_std", "train_last20",
+                   "iw_updates", "wall_time", "final_eval_lo", "final_eval_hi"):
+        assert column in table.columns, column
+    k0, k2 = table.iloc[0], table.iloc[1]
+    assert (k0.variant, k0.seeds, k0.final_eval) == ("K=0", 5, 3.0)
+    assert (k0.final_eval_lo, k0.final_eval_hi) == _interval([1.0, 2.0, 3.0, 4.0, 5.0])[1:]
+    assert 1.0 <= k0.final_eval_lo < 3.0 < k0.final_eval_hi <= 5.0
+    assert k0.final_eval_std == pytest.approx(np.std([1, 2, 3, 4, 5], ddof=1))
+    assert k2.final_eval == 9.0 and np.isnan(k2.final_eval_lo)  # one seed: no interval
+    text = format_final_table(table)
+    assert f"3.0 [{k0.final_eval_lo:.1f}, {k0.final_eval_hi:.1f}]" in text
+    assert "9.0 [1 seed]" in text
+    path = tmp_path / "summary.json"
+    write_json(str(path), {"table": table.to_dict("records")})
+    rows = json.loads(path.read_text())["table"]  # strict JSON: NaN as null
+    assert rows[0]["final_eval_lo"] == k0.final_eval_lo and rows[1]["final_eval_lo"] is None
+
+
+def test_aes_rules_table_reports_intervals_in_the_order_run():
+    from esnb.bench.aes_tables import aes_rules_figure, aes_rules_table, format_rules_table
+
+    finals = {("relative_baseline", "online_adaptive"): [10.0, 20.0, 30.0, 40.0],
+              ("one_plus_one", "success_rule"): [5.0, 5.0, 5.0, 5.0],
+              ("fixed_linear", "online_fixed"): [7.0]}
+    runs = [dict(mean_rule=m, var_rule=v, seed=s, final_return=x, p_mean=0.1, var_final=1e-3,
+                 updates=4, rl_share=0.5, seconds=1.0)
+            for (m, v), xs in finals.items() for s, x in enumerate(xs)]
+    t = aes_rules_table(runs, np.random.default_rng(0))
+    assert list(zip(t.mean_rule, t.var_rule)) == list(finals)  # not sorted: the order run
+    assert t.seeds.tolist() == [4, 4, 1] and t.final_mean.tolist() == [25.0, 5.0, 7.0]
+    assert (t.final_mean_lo[0], t.final_mean_hi[0]) == _interval(finals[
+        ("relative_baseline", "online_adaptive")])[1:]
+    assert 10.0 <= t.final_mean_lo[0] < 25.0 < t.final_mean_hi[0] <= 40.0
+    assert (t.final_mean_lo[1], t.final_mean_hi[1]) == (5.0, 5.0)
+    assert np.isnan(t.final_mean_lo[2]) and np.isnan(t.final_std[2])
+    assert t.final_std[0] == pytest.approx(np.std([10, 20, 30, 40], ddof=1))
+    assert t.paper_HalfCheetah[0] == 12550  # Table 2, relative baseline + adaptive
+    text = format_rules_table(t)
+    assert f"25.0 [{t.final_mean_lo[0]:.1f}, {t.final_mean_hi[0]:.1f}]" in text
+    assert "7.0 [1 seed]" in text
+    aes_rules_figure(t)  # whiskers at the interval, none for one seed
+
+
+def test_eorl_compare_reports_intervals():
+    from esnb.bench.eorl_table import compare, format_table
+    from esnb.bench.paper_plots import eorl_cells
+
+    last = {("VAN", 0): [1.0, 2.0, 3.0], ("EORL-FIX", 0): [4.0, 4.0, 4.0],
+            ("VAN", 1): [0.5], ("EORL-FIX", 1): [0.0]}
+    table = pd.DataFrame([dict(algorithm=a, n_bits=6, subgoal=bool(sg), seed=s, last100=x)
+                          for (a, sg), xs in last.items() for s, x in enumerate(xs)])
+    rows, algorithms = compare(table, "bitflip", np.random.default_rng(0))
+    assert algorithms == ["VAN", "EORL-FIX"]
+    (key0, cells0), (key1, cells1) = rows
+    ours, paper, lo, hi = cells0["VAN"]
+    assert (ours, paper) == (2.0, 7.69) and (lo, hi) == _interval([1.0, 2.0, 3.0])[1:]
+    assert 1.0 <= lo < 2.0 < hi <= 3.0
+    assert cells0["EORL-FIX"][2:] == (4.0, 4.0)
+    assert cells1["VAN"][0] == 0.5 and np.isnan(cells1["VAN"][2])  # one seed
+    text = format_table(rows, algorithms, "bitflip")
+    assert "2.00 ( 7.69)" in text and f"[{lo:.2f}, {hi:.2f}]" in text and "[1 seed]" in text
+    cells = eorl_cells(table, "bitflip")
+    assert cells.ours_lo[0] == lo and cells.ours_hi[0] == hi
+
+
+def test_impala_lag_table_reports_intervals():
+    from esnb.bench.paper_plots import impala_lag_table, impala_verdicts
+
+    rows = [dict(lag=lag, correction=c, seed=s, eval_mean=100.0 + 10 * s + lag,
+                 train_return_last_quarter=50.0, log_ratio_abs=0.1, rho_clipped=0.2,
+                 seconds=3.0) for lag in (0, 20) for c in ("vtrace", "none") for s in range(3)]
+    t = impala_lag_table(rows, np.random.default_rng(0))
+    assert len(t) == 4 and (t.seeds == 3).all()
+    row = t[(t.lag == 0) & (t.correction == "none")].iloc[0]
+    assert (row.eval_mean, row.eval_seed_min, row.eval_seed_max) == (110.0, 100.0, 120.0)
+    assert 100.0 <= row.eval_mean_lo < 110.0 < row.eval_mean_hi <= 120.0
+    assert (row.train_last_quarter_lo, row.train_last_quarter_hi) == (50.0, 50.0)
+    assert "110.0 [" in impala_verdicts(t)[0]

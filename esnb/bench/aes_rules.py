@@ -4,8 +4,9 @@ Lee et al. 2020, Table 2 compared (1+1)-ES with the success rule, the asynchrono
 "move oldest" update, and the 4 fitness-based mean rules x 2 online variance rules, by the
 final return after 1M steps (10 seeds). Here the same 10 combinations run AES-RL for a short
 budget on a small task, ``--seeds`` seeds each (default 3), one run after another on one
-LocalCluster; reported: mean and std over seeds of the final return (10 noise-free episodes
-of the final mean), the mean update ratio p and the final mean variance. The reduced setting
+LocalCluster; reported: mean over seeds of the final return (10 noise-free episodes of the
+final mean) with its bootstrap 95% interval and the seeds' std, the mean update ratio p and
+the final mean variance (:func:`esnb.bench.aes_tables.aes_rules_table`). The reduced setting
 and the time the benchmark took are printed with the table.
 
 Default reduced setting: InvertedPendulum-v5 capped at 200 steps (returns <= 200), 32-32
@@ -20,7 +21,6 @@ import logging
 import time
 
 import numpy as np
-import pandas as pd
 
 from esnb.bench.report import Session
 
@@ -100,22 +100,16 @@ def run(args) -> int:
                       f"{r['final_return']:8.1f} ({r['seconds']:.0f} s)", flush=True)
     finally:
         client.close()
-    df = pd.DataFrame(runs)
-    table = df.groupby(["mean_rule", "var_rule"], sort=False).agg(
-        final_mean=("final_return", "mean"), final_std=("final_return", "std"),
-        p_mean=("p_mean", "mean"), var_final=("var_final", "mean"),
-        updates=("updates", "mean")).reset_index()
+    from esnb.bench.aes_tables import aes_rules_table, format_rules_table
+
+    table = aes_rules_table(runs, np.random.default_rng(0))
     print()
-    print(f"aes-rules: final return of the mean (10 noise-free episodes), {args.seeds} seeds")
+    print(f"aes-rules: final return of the mean (10 noise-free episodes), {args.seeds} seeds: "
+          f"mean over seeds [bootstrap 95% interval]")
     print(f"reduced setting: {args.env} capped at {args.max_episode_steps} steps, "
           f"{args.steps:,.0f} env steps per run, RL from {args.rl_start_step:,}, networks "
           f"{'-'.join(map(str, args.hidden))}, r = |f_b| = {args.range:g}, m = 3, "
           f"{args.workers} workers")
-    print(f"  {'mean rule':<19}{'variance rule':<17}{'final mean':>11}{'std':>8}"
-          f"{'mean p':>8}{'final var':>11}{'updates':>9}")
-    for _, t in table.iterrows():
-        print(f"  {t.mean_rule:<19}{t.var_rule:<17}{t.final_mean:>11.1f}"
-              f"{(0.0 if np.isnan(t.final_std) else t.final_std):>8.1f}{t.p_mean:>8.3f}"
-              f"{t.var_final:>11.2e}{t.updates:>9.0f}")
-    return session.done(args, {"runs": runs, "seconds": session.seconds,
-                               "load": session.load})
+    print(format_rules_table(table))
+    return session.done(args, {"runs": runs, "table": table.to_dict("records"),
+                               "seconds": session.seconds, "load": session.load})

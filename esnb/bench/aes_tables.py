@@ -140,24 +140,48 @@ def _of_best(x: pd.Series) -> pd.Series:
     return (x - x.min()) / span if span > 0 else x * 0 + 1.0
 
 
-def aes_rules_table(runs: list[dict]) -> pd.DataFrame:
-    """Runs of :func:`esnb.bench.aes_rules.one_run` per combination (mean and std over seeds)
-    with the paper's HalfCheetah and Walker2d means; the ``*_of_best`` columns put each on
-    the scale of its table's best combination (:func:`_of_best`)."""
-    from esnb.bench.aes_rules import COMBINATIONS
+def aes_rules_table(runs: list[dict], rng: np.random.Generator | None = None) -> pd.DataFrame:
+    """Runs of :func:`esnb.bench.aes_rules.one_run` per combination (in the order run) with
+    the paper's HalfCheetah and Walker2d means; the ``*_of_best`` columns put each on the
+    scale of its table's best combination (:func:`_of_best`).
 
-    df = pd.DataFrame(runs)
-    t = df.groupby(["mean_rule", "var_rule"], sort=False).agg(
-        seeds=("seed", "count"), final_mean=("final_return", "mean"),
-        final_std=("final_return", "std"), p_mean=("p_mean", "mean"),
-        var_final=("var_final", "mean"), updates=("updates", "mean"),
-        seconds=("seconds", "mean")).reset_index()
+    Means over seeds come with bootstrap 95% intervals (``<column>_lo``, ``<column>_hi``;
+    NaN with one seed, see :func:`esnb.runners.sweep.mean_ci`): ``final_mean`` (the final
+    return), ``p_mean``, ``var_final``, ``updates``, ``seconds``; ``final_std`` is the seeds'
+    std. ``rng`` draws the resamples (default: ``np.random.default_rng(0)``, reproducible).
+    """
+    from esnb.bench.aes_rules import COMBINATIONS
+    from esnb.runners.sweep import seed_table
+
+    rng = np.random.default_rng(0) if rng is None else rng
+    by = ["mean_rule", "var_rule"]
+    df = pd.DataFrame(runs).rename(columns={"final_return": "final_mean"})
+    t = seed_table(df, by, ["final_mean", "p_mean", "var_final", "updates", "seconds"], rng,
+                   sort=False)
+    t.insert(t.columns.get_loc("final_mean_hi") + 1, "final_std",
+             df.groupby(by, sort=False).final_mean.std().to_numpy())
     t["esnb_of_best"] = _of_best(t.final_mean)
     for env in ("HalfCheetah", "Walker2d"):
         means = dict(zip(COMBINATIONS, AES_PAPER_RULES[env][0]))
         t[f"paper_{env}"] = [means.get((m, v), np.nan) for m, v in zip(t.mean_rule, t.var_rule)]
         t[f"paper_{env}_of_best"] = t[f"paper_{env}"] / max(means.values())
     return t
+
+
+def format_rules_table(table: pd.DataFrame) -> str:
+    """:func:`aes_rules_table` as printed text: the final return as ``mean [low, high]``
+    (bootstrap 95% interval over seeds), the seeds' std, mean p, final variance, updates."""
+    from esnb.runners.sweep import format_ci
+
+    lines = [f"  {'mean rule':<19}{'variance rule':<17}{'seeds':>6}"
+             f"{'final mean [95% CI]':>26}{'std':>8}{'mean p':>8}{'final var':>11}"
+             f"{'updates':>9}"]
+    for _, t in table.iterrows():
+        std = "-" if np.isnan(t.final_std) else f"{t.final_std:.1f}"
+        lines.append(f"  {t.mean_rule:<19}{t.var_rule:<17}{t.seeds:>6}"
+                     f"{format_ci(t.final_mean, t.final_mean_lo, t.final_mean_hi):>26}"
+                     f"{std:>8}{t.p_mean:>8.3f}{t.var_final:>11.2e}{t.updates:>9.0f}")
+    return "\n".join(lines)
 
 
 _SHORT = {"one_plus_one": "(1+1)", "rank_async": "rank", "fixed_linear": "linear",
@@ -168,7 +192,8 @@ _SHORT = {"one_plus_one": "(1+1)", "rank_async": "rank", "fixed_linear": "linear
 
 def aes_rules_figure(table: pd.DataFrame):
     """Each combination's mean final return on the scale of the best combination's: the
-    paper's HalfCheetah and Walker2d (Table 2) and esnb's, with esnb's seed std as whiskers."""
+    paper's HalfCheetah and Walker2d (Table 2) and esnb's, with whiskers at the bootstrap 95%
+    interval of esnb's mean over seeds (none with one seed)."""
     from bokeh.models import ColumnDataSource, FactorRange, Whisker
     from bokeh.plotting import figure
 
@@ -183,12 +208,14 @@ def aes_rules_figure(table: pd.DataFrame):
     for s, (col, color) in series.items():
         fig.vbar(x=[(n, s) for n in names], top=table[col].to_numpy(), width=0.85,
                  color=color, legend_label=s)
-    span = table.final_mean.max() - (0 if (table.final_mean > 0).all()
-                                     else table.final_mean.min())
-    sd = table.final_std.fillna(0.0) / (span if span > 0 else 1.0)
+    positive = (table.final_mean > 0).all()  # the scale of _of_best
+    low = 0.0 if positive else table.final_mean.min()
+    span = table.final_mean.max() - low
+    span = span if span > 0 else 1.0
+    lo = ((table.final_mean_lo - low) / span).fillna(table.esnb_of_best)  # one seed: none
+    hi = ((table.final_mean_hi - low) / span).fillna(table.esnb_of_best)
     fig.add_layout(Whisker(source=ColumnDataSource(dict(
-        x=[(n, "esnb") for n in names], lo=table.esnb_of_best - sd,
-        hi=table.esnb_of_best + sd)), base="x", lower="lo", upper="hi"))
+        x=[(n, "esnb") for n in names], lo=lo, hi=hi)), base="x", lower="lo", upper="hi"))
     fig.xaxis.major_label_text_font_size = "0pt"
     fig.xaxis.group_label_orientation = 0.5
     fig.y_range.start = 0

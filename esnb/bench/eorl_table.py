@@ -4,7 +4,8 @@
 decay 0.99. ``--env gridnav`` is a subset of Table 3: sizes 8-20; subgoal versions 0, 1, 2+ at
 stochasticity 0 and 0.1 and 2- at 0 (the paper has no 2- row at 0.1); 1000 episodes (decay
 0.995) for versions 0 and 1, 2500 (0.998) for 2+ and 2-. Every cell is the mean reward over the
-last 100 training episodes, averaged over seeds, printed as ``ours (paper)``.
+last 100 training episodes, averaged over seeds, printed as ``ours (paper)`` with the bootstrap
+95% interval of ours under it (:func:`esnb.runners.sweep.mean_ci`; none with one seed).
 
 The full tables are thousands of runs, so the default is a **reduced** setting that runs in
 under an hour on the 2-core machine: all algorithms, 3 seeds, and on GridNav sizes 8 and 12.
@@ -151,25 +152,32 @@ def paper_value(env: str, key: tuple, algorithm: str) -> float | None:
     return None if row is None else row[PAPER_COLUMNS.index(algorithm)]
 
 
-def compare(table, env: str):
-    """Rows of (key, {algorithm: (ours, paper)}) in table order, plus averages and the number
-    of rows where each algorithm was best (ties count 1/k, as the paper's 0.5)."""
+def compare(table, env: str, rng: np.random.Generator | None = None):
+    """Rows of (key, {algorithm: (ours, paper, ours_lo, ours_hi)}) in table order, plus the
+    algorithms: ``ours`` is the mean over seeds, ``ours_lo``/``ours_hi`` its bootstrap 95%
+    interval (NaN with one seed: :func:`esnb.runners.sweep.mean_ci`), ``paper`` the paper's
+    value or None. ``rng`` draws the resamples (default: ``np.random.default_rng(0)``)."""
     from esnb.runners.eorl import ALGORITHMS
+    from esnb.runners.sweep import seed_table
 
     if env == "bitflip":
         keys = ["n_bits", "subgoal"]
     else:
         keys = ["size", "subgoals", "stochasticity"]
-    mean = table.groupby(keys + ["algorithm"], sort=False)["last100"].mean()
+    rng = np.random.default_rng(0) if rng is None else rng
+    stats = seed_table(table, keys + ["algorithm"], ["last100"], rng, sort=False)
+    stats = {tuple(r[:-3]): tuple(r[-3:]) for r in stats[keys + ["algorithm", "last100",
+                                                                  "last100_lo", "last100_hi"]]
+             .itertuples(index=False)}
     algorithms = [a for a in ALGORITHMS if a in set(table.algorithm)]
     rows = []
     for key in dict.fromkeys(tuple(k) for k in table[keys].itertuples(index=False)):
         cells = {}
         for a in algorithms:
-            ours = mean.get((*key, a), np.nan)
+            ours, lo, hi = stats.get((*key, a), (np.nan,) * 3)
             pkey = (int(key[0]), int(key[1])) if env == "bitflip" else (
                 int(key[0]), key[1], float(key[2]))
-            cells[a] = (float(ours), paper_value(env, pkey, a))
+            cells[a] = (float(ours), paper_value(env, pkey, a), float(lo), float(hi))
         rows.append((key, cells))
     return rows, algorithms
 
@@ -189,25 +197,36 @@ def _best_counts(rows, algorithms, which: int) -> dict[str, float]:
 
 
 def format_table(rows, algorithms, env: str) -> str:
+    """``ours (paper)`` per cell, the mean over seeds; under each row, the bootstrap 95%
+    intervals of ours (left out when every cell has one seed, said in the last line)."""
     head = "size sub" if env == "bitflip" else "size sub  p  "
-    lines = [head + "".join(f"{a:>15}" for a in algorithms)]
+    lines = [head + "".join(f"{a:>17}" for a in algorithms)]
+    spread = False
     for key, cells in rows:
         label = (f"{key[0]:>4} {int(key[1]):>3}" if env == "bitflip"
                  else f"{key[0]:>4} {key[1]:>3} {float(key[2]):.1f}")
-        parts = []
+        parts, intervals = [], []
         for a in algorithms:
-            ours, paper = cells[a]
+            ours, paper, lo, hi = cells[a]
             parts.append(f"{ours:6.2f} ({paper:5.2f})" if paper is not None else f"{ours:6.2f}")
-        lines.append(label + "".join(f"{p:>15}" for p in parts))
+            ok = np.isfinite(lo) and np.isfinite(hi)
+            intervals.append(f"[{lo:.2f}, {hi:.2f}]" if ok else "[1 seed]")
+            spread |= bool(ok)
+        lines.append(label + "".join(f"{p:>17}" for p in parts))
+        lines.append(" " * len(label) + "".join(f"{p:>17}" for p in intervals))
+    if not spread:
+        lines = [line for k, line in enumerate(lines) if k == 0 or k % 2]
     avg_ours = {a: np.nanmean([c[a][0] for _, c in rows]) for a in algorithms}
     avg_paper = {a: np.mean([c[a][1] for _, c in rows if c[a][1] is not None])
                  if any(c[a][1] is not None for _, c in rows) else np.nan for a in algorithms}
-    pad = " " * (len(lines[0]) - len("".join(f"{a:>15}" for a in algorithms)))
-    lines.append("average" + pad[7:] + "".join(f"{f'{avg_ours[a]:6.2f} ({avg_paper[a]:5.2f})':>15}"
+    pad = " " * (len(lines[0]) - len("".join(f"{a:>17}" for a in algorithms)))
+    lines.append("average" + pad[7:] + "".join(f"{f'{avg_ours[a]:6.2f} ({avg_paper[a]:5.2f})':>17}"
                                               for a in algorithms))
     best_ours, best_paper = _best_counts(rows, algorithms, 0), _best_counts(rows, algorithms, 1)
     lines.append("best" + pad[4:] + "".join(
-        f"{f'{best_ours[a]:4.1f} ({best_paper[a]:4.1f})':>15}" for a in algorithms))
+        f"{f'{best_ours[a]:4.1f} ({best_paper[a]:4.1f})':>17}" for a in algorithms))
+    lines.append("under each row: bootstrap 95% interval of ours over seeds" if spread else
+                 "one seed per cell: no intervals")
     return "\n".join(lines)
 
 
@@ -251,7 +270,7 @@ def run(args) -> int:
             handle.close()
     elapsed = time.perf_counter() - t0
     load1 = os.getloadavg()
-    rows, algorithms = compare(table, args.env)
+    rows, algorithms = compare(table, args.env, np.random.default_rng(0))
     print()
     print("mean reward over the last 100 training episodes, mean over seeds: ours (paper)")
     print(format_table(rows, algorithms, args.env))
@@ -266,7 +285,8 @@ def run(args) -> int:
     if args.json:
         doc = {"env": args.env, "setting": setting, "runs": len(specs), "seconds": elapsed,
                "rows": [{"key": [str(k) for k in key],
-                         "cells": {a: {"ours": v[0], "paper": v[1]} for a, v in cells.items()}}
+                         "cells": {a: {"ours": v[0], "paper": v[1], "ours_lo": v[2],
+                                       "ours_hi": v[3]} for a, v in cells.items()}}
                         for key, cells in rows]}
         write_json(args.json, doc)
     return 0

@@ -203,15 +203,25 @@ def run(args) -> int:
     if rows:
         print()
         print(f"  lagging actors, {args.compare_steps} learner steps each, "
-              f"{args.compare_seeds} seed(s): mean greedy eval (20 episodes) / training return")
+              f"{args.compare_seeds} seed(s): greedy eval (20 episodes) / training return, "
+              f"mean over seeds [bootstrap 95% interval]")
+        from esnb.bench.paper_plots import impala_lag_table
+        from esnb.runners.sweep import format_ci
+
+        lag_table = impala_lag_table(rows, np.random.default_rng(0))
         for lag in args.lags:
             cells = []
             for corr in ("vtrace", "none"):
-                sel = [x for x in rows if x["lag"] == lag and x["correction"] == corr]
-                cells.append(f"{corr:>6}: eval {np.mean([x['eval_mean'] for x in sel]):6.1f} "
-                             f"train {np.mean([x['train_return_last_quarter'] for x in sel]):6.1f}")
+                t = lag_table[(lag_table.lag == lag) & (lag_table.correction == corr)].iloc[0]
+                ev = format_ci(t.eval_mean, t.eval_mean_lo, t.eval_mean_hi)
+                train = format_ci(t.train_last_quarter, t.train_last_quarter_lo,
+                                  t.train_last_quarter_hi)
+                cells.append(f"{corr:>6}: eval {ev:>20} train {train:>20}")
             print(f"    lag {lag:>4}   " + "   ".join(cells))
     print(f"  ({time.perf_counter() - t0:.0f} s; load average now {os.getloadavg()[0]:.2f})")
     if args.json:
-        write_json(args.json, {"solve": r, "lag_compare": rows, "load_at_start": load})
+        doc = {"solve": r, "lag_compare": rows, "load_at_start": load}
+        if rows:
+            doc["lag_table"] = lag_table.to_dict("records")
+        write_json(args.json, doc)
     return 0 if r["solved"] else 1

@@ -15,18 +15,27 @@ import pandas as pd
 # -- IMPALA: V-trace against no correction under injected policy lag ----------------------------
 
 
-def impala_lag_table(rows: list[dict]) -> pd.DataFrame:
-    """Rows of :func:`esnb.bench.impala.compare` averaged over seeds: one row per (lag,
-    correction) with the greedy evaluation (mean, min and max over seeds), the training return
-    of the last quarter and the mean ``|log pi/mu|`` the learner saw."""
-    df = pd.DataFrame(rows)
-    return (df.groupby(["lag", "correction"])
-              .agg(seeds=("seed", "count"), eval_mean=("eval_mean", "mean"),
-                   eval_seed_min=("eval_mean", "min"), eval_seed_max=("eval_mean", "max"),
-                   train_last_quarter=("train_return_last_quarter", "mean"),
-                   abs_log_ratio=("log_ratio_abs", "mean"), rho_clipped=("rho_clipped", "mean"),
-                   seconds=("seconds", "mean"))
-              .reset_index())
+def impala_lag_table(rows: list[dict], rng: np.random.Generator | None = None) -> pd.DataFrame:
+    """Rows of :func:`esnb.bench.impala.compare` over seeds: one row per (lag, correction)
+    with the greedy evaluation (``eval_mean``, the mean over seeds, with its bootstrap 95%
+    interval ``eval_mean_lo``/``eval_mean_hi`` and the seeds' ``eval_seed_min``/``_max``),
+    the training return of the last quarter (``train_last_quarter`` and its interval), the
+    mean ``|log pi/mu|`` the learner saw, the share of clipped rho and the seconds (means over
+    seeds). Intervals are NaN with one seed (:func:`esnb.runners.sweep.mean_ci`); ``rng``
+    draws the resamples (default: ``np.random.default_rng(0)``)."""
+    from esnb.runners.sweep import seed_table
+
+    rng = np.random.default_rng(0) if rng is None else rng
+    df = pd.DataFrame(rows).rename(columns={"train_return_last_quarter": "train_last_quarter"})
+    by = ["lag", "correction"]
+    t = seed_table(df, by, ["eval_mean", "train_last_quarter"], rng)
+    g = df.groupby(by, sort=True)
+    t.insert(t.columns.get_loc("eval_mean_hi") + 1, "eval_seed_min", g.eval_mean.min().to_numpy())
+    t.insert(t.columns.get_loc("eval_seed_min") + 1, "eval_seed_max", g.eval_mean.max().to_numpy())
+    t["abs_log_ratio"] = g.log_ratio_abs.mean().to_numpy()
+    t["rho_clipped"] = g.rho_clipped.mean().to_numpy()
+    t["seconds"] = g.seconds.mean().to_numpy()
+    return t
 
 
 def impala_lag_figure(rows: list[dict]):
@@ -63,7 +72,8 @@ def impala_lag_figure(rows: list[dict]):
 def eorl_cells(table: pd.DataFrame, env: str) -> pd.DataFrame:
     """esnb's table (:func:`esnb.runners.eorl.table.run_table`) against the paper's values,
     one row per (environment version, algorithm): ``version``, ``algorithm``, ``ours``
-    (mean over seeds of the mean return of the last 100 episodes), ``paper``."""
+    (mean over seeds of the mean return of the last 100 episodes), ``ours_lo``/``ours_hi``
+    (its bootstrap 95% interval, NaN with one seed), ``paper``."""
     from esnb.bench.eorl_table import compare
 
     rows, _ = compare(table, env)
@@ -73,8 +83,9 @@ def eorl_cells(table: pd.DataFrame, env: str) -> pd.DataFrame:
             version = f"m={key[0]} sub={int(key[1])}"
         else:
             version = f"{key[0]}x{key[0]} v{key[1]} p={float(key[2]):g}"
-        for algorithm, (ours, paper) in cells.items():
+        for algorithm, (ours, paper, lo, hi) in cells.items():
             out.append({"version": version, "algorithm": algorithm, "ours": ours,
+                        "ours_lo": lo, "ours_hi": hi,
                         "paper": np.nan if paper is None else paper})
     return pd.DataFrame(out)
 
@@ -173,14 +184,18 @@ def _yes(ok: bool, agree: bool = True) -> str:
 def impala_verdicts(table: pd.DataFrame) -> list[str]:
     """IMPALA's claim (V-trace matters more the more off-policy the data) against
     :func:`impala_lag_table`'s rows."""
+    from esnb.runners.sweep import format_ci
+
     t = table.set_index(["lag", "correction"])
     lags = sorted(table.lag.unique())
     out = []
     for lag in lags:
         v, n = t.loc[(lag, "vtrace")], t.loc[(lag, "none")]
-        out.append(f"lag {lag}: greedy eval V-trace {v.eval_mean:.1f} vs no correction "
-                   f"{n.eval_mean:.1f} (seed range {n.eval_seed_min:.0f}-{n.eval_seed_max:.0f}"
-                   f" without); |log pi/mu| {v.abs_log_ratio:.3f} vs {n.abs_log_ratio:.3f}")
+        out.append(f"lag {lag}: greedy eval V-trace "
+                   f"{format_ci(v.eval_mean, v.eval_mean_lo, v.eval_mean_hi)} vs no correction "
+                   f"{format_ci(n.eval_mean, n.eval_mean_lo, n.eval_mean_hi)} (mean [bootstrap "
+                   f"95% interval] over seeds); |log pi/mu| {v.abs_log_ratio:.3f} vs "
+                   f"{n.abs_log_ratio:.3f}")
     gap = [t.loc[(lag, "vtrace")].eval_mean - t.loc[(lag, "none")].eval_mean for lag in lags]
     out.append(f"V-trace's advantage (eval) from lag {lags[0]} to {lags[-1]}: {gap[0]:+.1f} -> "
                f"{gap[-1]:+.1f}. The paper: the advantage grows with off-policyness. "

@@ -142,7 +142,7 @@ def mean_ci(values, rng: np.random.Generator, confidence: float = 0.95,
 
 
 def seed_table(frame: pd.DataFrame, by, columns, rng: np.random.Generator,
-               confidence: float = 0.95) -> pd.DataFrame:
+               confidence: float = 0.95, sort: bool = True) -> pd.DataFrame:
     """Means over seeds with bootstrap confidence intervals, one row per group.
 
     Parameters
@@ -156,6 +156,9 @@ def seed_table(frame: pd.DataFrame, by, columns, rng: np.random.Generator,
     rng : numpy.random.Generator
         Seeded; the groups draw from it in order.
     confidence : float
+    sort : bool
+        Groups in sorted order (default), or in the order they first appear in ``frame``
+        (a paper's column order).
 
     Returns
     -------
@@ -165,7 +168,7 @@ def seed_table(frame: pd.DataFrame, by, columns, rng: np.random.Generator,
     """
     by = [by] if isinstance(by, str) else list(by)
     rows = []
-    for key, group in frame.groupby(by, sort=True):
+    for key, group in frame.groupby(by, sort=sort):
         key = key if isinstance(key, tuple) else (key,)
         row = dict(zip(by, key), seeds=len(group))
         for column in columns:
@@ -173,3 +176,23 @@ def seed_table(frame: pd.DataFrame, by, columns, rng: np.random.Generator,
             row.update({column: mean, f"{column}_lo": low, f"{column}_hi": high})
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def format_ci(mean: float, low: float, high: float, digits: int = 1) -> str:
+    """``mean [low, high]`` for a printed table, e.g. ``"412.0 [380.2, 441.3]"``.
+
+    An interval of NaNs (one seed, see :func:`mean_ci`) is shown as ``"412.0 [1 seed]"``,
+    a NaN mean as ``"n/a"``.
+    """
+    if mean is None or not np.isfinite(mean):
+        return "n/a"
+    if low is None or high is None or not (np.isfinite(low) and np.isfinite(high)):
+        return f"{mean:.{digits}f} [1 seed]"
+    return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def ci_column(table: pd.DataFrame, column: str, digits: int = 1) -> pd.Series:
+    """A :func:`seed_table` column as text, :func:`format_ci` per row (for printing)."""
+    return pd.Series([format_ci(m, lo, hi, digits) for m, lo, hi in
+                      zip(table[column], table[f"{column}_lo"], table[f"{column}_hi"])],
+                     index=table.index, name=column)
