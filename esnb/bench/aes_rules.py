@@ -22,21 +22,8 @@ import time
 
 import numpy as np
 
+from esnb.bench.aes_tables import COMBINATIONS  # the paper's Table 2 order
 from esnb.bench.report import Session
-
-#: Table 2's columns: (mean rule, variance rule)
-COMBINATIONS = [
-    ("one_plus_one", "success_rule"),
-    ("rank_async", "rank_window"),
-    ("fixed_linear", "online_adaptive"),
-    ("fixed_sigmoid", "online_adaptive"),
-    ("absolute_baseline", "online_adaptive"),
-    ("relative_baseline", "online_adaptive"),
-    ("fixed_linear", "online_fixed"),
-    ("fixed_sigmoid", "online_fixed"),
-    ("absolute_baseline", "online_fixed"),
-    ("relative_baseline", "online_fixed"),
-]
 
 
 def add_arguments(p) -> None:
