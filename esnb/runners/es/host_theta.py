@@ -98,7 +98,9 @@ def read(update: Update, dim: int, obs_dim: int, obs_norm: bool):
     if update.shared is None or update.host != socket.gethostname():
         return None
     try:
-        values = np.load(update.shared, mmap_mode="r")  # read-only, shared pages
+        # read-only, shared pages; a plain ndarray view (the np.memmap subclass costs every
+        # small matrix product of the policy's forward a subclass round trip)
+        values = np.load(update.shared, mmap_mode="r").view(np.ndarray)
     except (OSError, ValueError):
         return None
     want = dim + (2 * obs_dim if obs_norm else 0)
