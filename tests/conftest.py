@@ -3,8 +3,50 @@
 from __future__ import annotations
 
 import logging
+import os
+import platform
+import sys
 
 import pytest
+
+
+def _pin_x86_kernels() -> None:
+    """Make every x86-64 machine with AVX2 run the same numerical kernels in the tests.
+
+    numpy, OpenBLAS, MKL (torch's BLAS) and ATen pick their kernels at run time from the CPU
+    they find: on a machine with AVX-512 they take other kernels than on one with AVX2 only,
+    with other summation orders, so the same seeded run differs in its last bits, and a
+    chaotic RL run soon differs in everything. The recorded digests of tests/test_es_golden.py
+    and the seeds of the learning tests were chosen on AVX2 kernels; pinning them here (before
+    numpy or torch is imported; worker processes, notebook kernels and batch jobs inherit the
+    environment) gives the same numbers on every such machine. Variables already set are kept.
+    """
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f
+                          if line.startswith("flags")), [])
+    except OSError:
+        return
+    if not {"avx2", "fma"} <= set(flags):
+        return  # forcing AVX2 kernels on a CPU without them would kill the process
+    loaded = {"numpy", "torch"} & set(sys.modules)
+    if loaded:  # too late for these: say so rather than record numbers of other kernels
+        raise RuntimeError(f"{sorted(loaded)} imported before tests/conftest.py pinned the "
+                           "CPU kernels; a pytest plugin imports it?")
+    pins = {
+        "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",  # numpy's own SIMD loops
+        "OPENBLAS_CORETYPE": "Haswell",  # numpy's BLAS
+        "MKL_CBWR": "AVX2",  # torch's BLAS: MKL's conditional numerical reproducibility
+        "ATEN_CPU_CAPABILITY": "avx2",  # torch's vectorised kernels
+        "ONEDNN_MAX_CPU_ISA": "AVX2",  # torch's oneDNN primitives
+    }
+    for name, value in pins.items():
+        os.environ.setdefault(name, value)
+
+
+_pin_x86_kernels()
 
 SMALL_NOISE = 1_000_000  # 4 MB: plenty for test policies, builds in ~10 ms
 

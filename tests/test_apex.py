@@ -308,14 +308,14 @@ def test_inline_apex_dqn_learns_cartpole(seed):
     CartPole is ``esnb bench apex``).
 
     A typical run plateaus at 120-180 (the pole balanced, the cart drifting out) for a few
-    thousand updates before it solves. Measured with torch 2.13, numpy 2.4, gymnasium 1.4
-    (first evaluation of 475+; 10 episodes every 250 updates): seed 0 at 4,000 updates,
-    1 at 6,750, 2 at 8,250, 3 at 6,500, 4 at 4,750, 5 at 9,000, and every seed at 418-500 in
-    its last five evaluations up to 12,000. The test's seeds have a margin of 2x on the budget
-    (the slowest of the six would pass too). (The single
-    seed of the earlier version, 300 within 2,500 updates, reached 103 with these packages
-    even on the code it was written for: inline runs are chaotic, any changed rounding changes
-    the run.)
+    thousand updates before it solves. Measured with torch 2.13, numpy 2.4.6, gymnasium 1.4 on
+    the AVX2 kernels tests/conftest.py pins (first evaluation of 475+; 10 episodes every 250
+    updates; 2026-11-25): seed 0 at 4,000 updates, 1 at 8,256, 2 at 7,008, 3 at 6,000, 4 at
+    3,504, 5 at 7,264, 6 at 10,752, 7 at 7,504. The test's seeds have a margin of 2.5x on the
+    budget. Inline runs are chaotic and any changed rounding changes the run: without the
+    pins (MKL's own choice of kernels on an AMD CPU) seed 0 stayed at 100-240 for all 10,000
+    updates; the single seed of an earlier version, 300 within 2,500 updates, reached 103
+    after a package upgrade.
     """
     from esnb.runners.apex import ApeX
 
