@@ -67,6 +67,8 @@ SCHEMA: dict[str, tuple[Callable[[Any], bool], str]] = {
     "cluster.actor-walltime": ((lambda v: v is None or isinstance(v, (str, int))),
                                "a walltime (string or minutes) or null"),
     "cluster.message-log-length": _integer(0, nullable=True),
+    "cluster.actor-worker-wait": ((lambda v: type(v) in (int, float) and 0 < v < float("inf")),
+                                  "a number of seconds > 0"),
     "noise.size": _integer(1),
     "noise.seed": _integer(0),
     "plot.drawer": ((lambda v: isinstance(v, str) and v.count(":") == 1),

@@ -136,3 +136,20 @@ def test_an_actor_comes_back_after_its_worker_dies(fresh_client):
     assert ref.submit("add", 1).result() == 101
     # the listing of live workers never comes back empty while workers exist
     assert all(len(ex.workers()) >= 1 for _ in range(20))
+
+
+def test_an_actor_waits_for_its_resource_and_then_says_which_setting(client, caplog):
+    """An actor that needs a worker resource (Ape-X's replay on the actor worker) waits for a
+    worker with it, as long as ``esnb.cluster.actor-worker-wait`` says (a replaced actor
+    worker's batch job may be queued), then fails naming that setting, its task cancelled."""
+    import dask
+
+    ex = DaskExecutor(client)
+    with dask.config.set({"esnb.cluster.actor-worker-wait": 0.5}):
+        with pytest.raises(TimeoutError, match="esnb.cluster.actor-worker-wait"):
+            ex.actor(Counter, 0, key="esnb-test-unplaced", resources={"no-such": 1},
+                     timeout=0.2)
+    assert not any("esnb-test-unplaced" in str(k) for k in client.who_has())
+    with dask.config.set({"esnb.cluster.actor-worker-wait": -1}):
+        with pytest.raises(ValueError, match=r"esnb.cluster.actor-worker-wait .* must be a number"):
+            ex.actor(Counter, 0, key="esnb-test-unplaced", resources={"no-such": 1})

@@ -23,18 +23,23 @@ What it knows about Dask so that nothing else has to:
 from __future__ import annotations
 
 import importlib
+import logging
 import pickle
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from distributed import Actor, Client, Future, Variable, as_completed
 from distributed import wait as dask_wait
 
+from esnb import config
 from esnb.cluster.worker_calls import drive, hold, in_background
 from esnb.noise import NoiseConfig
 from esnb.runners.executor.inline import ActorRef, Executor
+
+log = logging.getLogger("esnb.cluster")
 
 #: task states in which a task can no longer run (on a worker or the scheduler)
 SETTLED = frozenset({"memory", "error", "erred", "released", "forgotten"})
@@ -254,8 +259,12 @@ class DaskExecutor(Executor):
     def put(self, obj: Any, prefix: str = "esnb-put", priority: int = 0) -> Future:
         """Send ``obj`` once, as a task that returns it (see the module's notes)."""
         self._count(obj)
-        return self.client.submit(hold, obj, key=f"{prefix}-{uuid.uuid4().hex}", pure=False,
-                                  priority=priority)
+        # dask warns past 10 MB that the value should be scattered or loaded by a task: here it
+        # travels in the graph on purpose (a scatter dies with its worker; see above), once
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Sending large graph", UserWarning)
+            return self.client.submit(hold, obj, key=f"{prefix}-{uuid.uuid4().hex}",
+                                      pure=False, priority=priority)
 
     def release(self, handle: Future) -> None:
         handle.release()
@@ -315,6 +324,8 @@ class DaskExecutor(Executor):
                                   key=f"{ref.key}-{self.token}-{ref.generation}")
         if ref.resources is not None:
             kw["resources"] = ref.resources
+            # read (and checked) before anything is submitted
+            limit = max(ref.timeout, float(config.get("cluster.actor-worker-wait")))
         else:
             workers = self.wait_for_workers(exclude, ref.timeout)
             if not workers:
@@ -327,8 +338,32 @@ class DaskExecutor(Executor):
             kw.update(workers=[target], allow_other_workers=False)
         fut = self.client.submit(ref.cls, *args, **kw)
         with self.client.as_current():
-            proxy = fut.result(timeout=ref.timeout)
+            if ref.resources is None:
+                proxy = fut.result(timeout=ref.timeout)
+            else:
+                proxy = self._await_resources(ref, fut, limit)
         return proxy, fut, proxy._address
+
+    def _await_resources(self, ref: ActorRef, fut, limit: float):
+        """The actor's worker may be a batch job still queued (a replaced actor worker): wait
+        up to ``limit`` seconds (``esnb.cluster.actor-worker-wait``), saying so every 30 s."""
+        waited = 0.0
+        while True:
+            step = min(30.0, limit - waited)
+            try:
+                return fut.result(timeout=step)
+            except TimeoutError:
+                waited += step
+                if waited >= limit:
+                    fut.cancel()
+                    raise TimeoutError(
+                        f"no worker with resources {ref.resources} took the "
+                        f"{ref.cls.__name__} actor in {waited:.0f} s (its batch job still "
+                        "queued?); esnb.cluster.actor-worker-wait sets how long to wait"
+                    ) from None
+                log.warning("waiting for a worker with resources %s to hold the %s actor "
+                            "(%.0f s of %.0f s; a replaced actor worker's job may be queued)",
+                            ref.resources, ref.cls.__name__, waited, limit)
 
     def _actor_lost(self, ref: ActorRef) -> bool:
         return ref._future is None or ref._future.status not in ("finished", "pending")
