@@ -140,6 +140,18 @@ def load_checkpoint(path: str | os.PathLike, algorithm: str | None = None
     return doc["meta"], arrays
 
 
+def finite_float(value: Any, bools: bool = True) -> float | None:
+    """``value`` as a finite float, or None for what is not one: None, text, NaN, inf, and
+    booleans unless ``bools``. History rows hold all of these."""
+    if value is None or isinstance(value, (str, bytes)) or (not bools and isinstance(value, bool)):
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) else None
+
+
 def strict(obj: Any) -> Any:
     """``obj`` with every non-finite float replaced by None (JSON has no NaN)."""
     if isinstance(obj, float):

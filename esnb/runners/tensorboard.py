@@ -19,12 +19,13 @@ step of the first iteration that used it, as in ``runner.changes``.
 from __future__ import annotations
 
 import math
-import numbers
 import os
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from esnb.record import finite_float
 
 #: the tag of the control changes (a text series)
 CHANGES_TAG = "controls"
@@ -43,19 +44,6 @@ def _modules():
                           "pip install 'esnb[tensorboard]'") from exc
     return np, event_pb2, summary_pb2, scalar_metadata, text_metadata, EventFileWriter, \
         tensor_util
-
-
-def scalar_value(value: Any) -> float | None:
-    """``value`` as a TensorBoard scalar, or None for what is not one (text, NaN, None)."""
-    if isinstance(value, (str, bytes)) or value is None:
-        return None
-    if not isinstance(value, numbers.Real) and not hasattr(value, "item"):
-        return None
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) else None
 
 
 def _text(value: Any) -> str:
@@ -111,7 +99,7 @@ class TensorBoard:
     # -- what is written ---------------------------------------------------------------------
     def step_of(self, row: dict[str, Any]) -> int:
         """The TensorBoard step of a history row: env steps if it has them, else its iteration."""
-        steps = scalar_value(row.get("env_steps"))
+        steps = finite_float(row.get("env_steps"))
         if steps is not None:
             return int(steps)
         return int(row.get(self.runner.iteration_column, self.rows + 1))
@@ -124,7 +112,7 @@ class TensorBoard:
     def _write_row(self, row: dict[str, Any]) -> None:
         step = self.step_of(row)
         for column, value in row.items():
-            number = scalar_value(value)
+            number = finite_float(value)
             if number is not None:
                 self._event(step, column, self._tensor_util.make_tensor_proto(
                     self._np.float32(number)), self._scalar_md)

@@ -15,12 +15,12 @@ line, the button states, a failed run's error and values set from code
 from __future__ import annotations
 
 import html
-import math
 import threading
 from typing import Any
 
 import ipywidgets as widgets
 
+from esnb.record import finite_float
 from esnb.ui.fields import control_widget, rounded, short, show_value
 from esnb.ui.pump import PUMP
 
@@ -48,14 +48,6 @@ def _elapsed(seconds: float) -> str:
     return f"{hours} h {minutes:02d} min"
 
 
-def _finite(value: Any) -> float | None:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
-
-
 def dashboard_link(runner) -> str | None:
     """The Dask dashboard's address of the runner's executor (None inline)."""
     try:
@@ -69,10 +61,10 @@ def status_html(runner, row: dict | None, link: str | None) -> str:
     it = runner.iteration_column.replace("_", " ")
     parts = [f"<b>{html.escape(runner.state)}</b>", f"{it} {runner.iteration:,}"]
     row = row or {}
-    env_steps = _finite(row.get("env_steps"))
+    env_steps = finite_float(row.get("env_steps"))
     if env_steps is not None:
         parts.append(f"env steps {int(env_steps):,}")
-    rate = _finite(row.get("steps_per_s"))
+    rate = finite_float(row.get("steps_per_s"))
     if rate is not None:
         parts.append(f"{rate:,.0f} steps/s")
     parts.append(f"elapsed {_elapsed(runner.wall_time)}")

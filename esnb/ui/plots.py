@@ -9,7 +9,6 @@ through :meth:`RunFigure.add`, so the static export and the live plot are the sa
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,6 +26,7 @@ from bokeh.models import (
 from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 
+from esnb.record import finite_float
 from esnb.runners.plotspec import (
     RETURN_PANELS,
     PlotPanel,
@@ -76,17 +76,6 @@ def compact_number(value: float) -> str:
 def compact_ticks() -> CustomJSTickFormatter:
     """A tick formatter that writes :func:`compact_number` labels in the browser."""
     return CustomJSTickFormatter(code=COMPACT_TICKS_JS)
-
-
-def _number(value: Any) -> float | None:
-    """``value`` as a finite float, else None (missing, NaN, text)."""
-    if value is None or isinstance(value, (str, bytes, bool)):
-        return None
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) else None
 
 
 def _fmt(value: Any) -> str:
@@ -229,7 +218,8 @@ class RunFigure:
             for s, src in zip(panel.y, sources):
                 xs, ys = [], []
                 for row in rows:
-                    xv, yv = _number(row.get(x)), _number(row.get(s.column))
+                    xv = finite_float(row.get(x), bools=False)
+                    yv = finite_float(row.get(s.column), bools=False)
                     if xv is not None and yv is not None:
                         xs.append(xv)
                         ys.append(yv)
@@ -243,9 +233,9 @@ class RunFigure:
         for x, src, fig in zip(self.x_columns, self.marker_sources, self.figures):
             xs, texts, ys = [], [], []
             for iteration, group in groups.items():
-                xv = _number(x_at.get(iteration, {}).get(x))
+                xv = finite_float(x_at.get(iteration, {}).get(x), bools=False)
                 if xv is None:  # the change log carries its own position for its columns
-                    xv = _number(group[0].get(x))
+                    xv = finite_float(group[0].get(x), bools=False)
                 if xv is not None:
                     xs.append(xv)
                     texts.append(change_text(group))
@@ -262,9 +252,9 @@ class RunFigure:
         if self.final is not None and dict(final) == self.final:
             return
         self.final = dict(final)
-        mean = _number(final.get("mean"))
+        mean = finite_float(final.get("mean"), bools=False)
         for x, src in zip(self.x_columns, self.final_sources):
-            xv = _number(final.get(x))
+            xv = finite_float(final.get(x), bools=False)
             if src is None or mean is None or xv is None:
                 continue
             src.data = {"x": [xv], "y": [mean]}
