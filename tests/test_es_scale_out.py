@@ -203,6 +203,7 @@ def test_workers_on_the_drivers_host_map_its_theta(client, tmp_path, monkeypatch
         sent = _sent_per_generation(es, 3)
         h = es.history
         assert es.generations.syncs == 0
+        assert es.generations.published == 1  # then every task carried the update's head
         assert (h.host_theta_tasks == h.tasks + (h.eval_return.notna() * 2)).all()
         assert len(list(tmp_path.glob("esnb-theta-*"))) == 1
         assert np.median(sent) < 4 * 1024  # theta is 280 kB
@@ -217,3 +218,41 @@ def test_workers_on_the_drivers_host_map_its_theta(client, tmp_path, monkeypatch
     finally:
         es.close()
     assert not list(tmp_path.glob("esnb-theta-*"))
+
+
+def test_a_worker_that_cannot_map_the_drivers_theta_is_sent_the_state(client, tmp_path,
+                                                                        monkeypatch):
+    """A worker that mapped the driver's theta gets only the update's head with its tasks; when
+    the file it finds does not hold the generation's state, it answers stale, is sent the whole
+    state once, and gets whole updates until it maps again. Theta stays the inline run's."""
+    monkeypatch.setenv("ESNB_SHM_DIR", str(tmp_path))
+    kw = dict(RUN, population=16, eval_interval=0)
+    es = ES(**kw, client=client)
+    gens = es.generations
+    try:
+        es.step(2)
+        assert (gens.published, gens.syncs) == (1, 0)
+        publish = gens.host_theta.publish
+
+        def spoiled(*args):  # the file holds another theta: its checksum cannot match
+            path = publish(*args)
+            values = np.load(path)
+            values[0] += 1
+            np.save(path, values)
+            return path
+
+        gens.host_theta.publish = spoiled
+        es.step(1)
+        assert (gens.published, gens.syncs) == (1, 2)  # heads sent; each worker synced once
+        assert es.history.host_theta_tasks.iloc[-1] == 0
+        gens.host_theta.publish = publish
+        es.step(1)  # whole updates to the workers that could not map; now they map again
+        assert (gens.published, gens.syncs) == (2, 2)
+        es.step(1)
+        assert (gens.published, gens.syncs) == (2, 2)
+        assert (es.history.host_theta_tasks.iloc[-2:] == es.history.tasks.iloc[-2:]).all()
+        inline = ES(**kw, client=False)
+        inline.step(es.iteration)
+        assert np.array_equal(es.theta, inline.theta)
+    finally:
+        es.close()

@@ -153,3 +153,18 @@ def test_an_actor_waits_for_its_resource_and_then_says_which_setting(client, cap
     with dask.config.set({"esnb.cluster.actor-worker-wait": -1}):
         with pytest.raises(ValueError, match=r"esnb.cluster.actor-worker-wait .* must be a number"):
             ex.actor(Counter, 0, key="esnb-test-unplaced", resources={"no-such": 1})
+
+
+def test_calls_are_placed_on_workers_that_take_tasks(fresh_client):
+    """A worker being retired is not listed for placement (a call pinned to it would wait until
+    it had gone); the background listing answers one call late, the first call at once."""
+    ex = DaskExecutor(fresh_client)
+    fresh_client.wait_for_workers(2, timeout=120)
+    both = ex.addresses()
+    assert len(both) == 2 and ex.addresses(recent=True) == both
+    # retired without closing: the worker stays, in closing_gracefully, taking no new task
+    fresh_client.retire_workers([both[0]], close_workers=False, remove=False)
+    assert ex.addresses() == both[1:]
+    assert ex.addresses(recent=True) == both  # fetched before the retirement
+    assert ex.addresses(recent=True) == both[1:]
+    assert ex.run([(square, (3,))], "placed", workers=both[1:]) == [9]

@@ -77,6 +77,13 @@ class Update:
     checksum: int  # of theta and the observation normalisation after applying it
     shared: str | None = None  # the state in a file on the driver's host (:mod:`.host_theta`)
     host: str = ""  # that host's name
+    header: bool = False  # only what tasks mapping ``shared`` read: nothing to apply
+
+    def head(self) -> Update:
+        """This update without its contents (:attr:`tell`, :attr:`iw`): what a task on the
+        driver's host needs, sent with the task itself (no published update to fetch)."""
+        return Update(self.generation, None, (), self.sigma, self.checksum, self.shared,
+                      self.host, header=True)
 
 
 @dataclass(frozen=True)

@@ -151,6 +151,8 @@ def _payload(ctx: ReplicaContext, update: Update, sync: Sync | None) -> PolicyPa
         shared = host_theta.read(update, cfg.spec.num_params, cfg.spec.obs_dim, cfg.obs_norm)
         if shared is not None:
             return PolicyPayload(*shared, update.sigma, shared=True)
+        if update.header:  # no file here after all: this worker needs the whole state
+            return None
     replica = replica_for(cfg.noise, ctx.token, update, sync, cfg.obs_norm)
     if replica is None:
         return None

@@ -239,7 +239,7 @@ class InlineExecutor(Executor):
             workers: Sequence[str] | None = None) -> list[Any]:
         return [fn(*args) for fn, args in calls]
 
-    def addresses(self) -> list[str]:
+    def addresses(self, recent: bool = False) -> list[str]:
         return [INLINE]
 
     def gather(self, futures: Sequence) -> list[Any]:
