@@ -5,6 +5,7 @@ import os
 import signal
 import time
 
+import distributed
 import pytest
 
 from esnb.runners.executor import InlineExecutor, attach, make_executor, resolve_client
@@ -168,3 +169,44 @@ def test_calls_are_placed_on_workers_that_take_tasks(fresh_client):
     assert ex.addresses(recent=True) == both  # fetched before the retirement
     assert ex.addresses(recent=True) == both[1:]
     assert ex.run([(square, (3,))], "placed", workers=both[1:]) == [9]
+    with pytest.raises(ValueError, match="bad 1"):  # a call's own error is raised, not retried
+        ex.run([(square, (2,)), (fail, (1,))], "placed", workers=both[1:] * 2)
+
+
+def pid_and_double(x):
+    return os.getpid(), 2 * x
+
+
+def test_a_pinned_result_lost_with_its_worker_is_computed_again_elsewhere(fresh_client):
+    """A pinned call that finished on a worker which then died, its result not yet fetched, is
+    placed again on a live worker (recomputed where it was pinned, it would wait forever); so
+    is a call the scheduler cancelled."""
+    ex = DaskExecutor(fresh_client)
+    fresh_client.wait_for_workers(2, timeout=120)
+    target = ex.addresses()[0]
+    pid = fresh_client.run(os.getpid, workers=[target])[target]
+    calls = [(pid_and_double, (3,)), (pid_and_double, (4,))]
+    futures = [ex._submit_call(fn, args, f"esnb-test-lost-{i}", target)
+               for i, (fn, args) in enumerate(calls)]
+    with fresh_client.as_current():
+        distributed.wait(futures, timeout=60)
+    assert all(f.status == "finished" for f in futures)
+    os.kill(pid, signal.SIGKILL)  # the results go with the process; the nanny starts another
+    fresh_client.cancel(futures[1])
+    out = ex._gather_pinned(futures, calls, [target, target], "esnb-test-lost")
+    assert [v for _, v in out] == [6, 8] and all(p != pid for p, _ in out)
+    for f in futures:
+        f.release()
+
+
+def test_placement_waits_for_a_worker_that_takes_tasks(fresh_client):
+    """With every worker being retired, a round's listing waits until a worker takes tasks."""
+    ex = DaskExecutor(fresh_client)
+    fresh_client.wait_for_workers(2, timeout=120)
+    both = ex.addresses(recent=True)
+    fresh_client.retire_workers(both, close_workers=False, remove=False)
+    assert ex.addresses() == []
+    fresh_client.cluster.scale(3)  # the two retired ones still count: one more starts
+    assert ex.addresses(recent=True) == both  # fetched before the retirement
+    joined = ex.addresses(recent=True)
+    assert len(joined) == 1 and joined[0] not in both
