@@ -193,7 +193,7 @@ def test_a_pinned_result_lost_with_its_worker_is_computed_again_elsewhere(fresh_
     assert all(f.status == "finished" for f in futures)
     os.kill(pid, signal.SIGKILL)  # the results go with the process; the nanny starts another
     fresh_client.cancel(futures[1])
-    out = ex._gather_pinned(futures, calls, [target, target], "esnb-test-lost")
+    out = ex.pinned.gather(futures, calls, [target, target], "esnb-test-lost")
     assert [v for _, v in out] == [6, 8] and all(p != pid for p, _ in out)
     for f in futures:
         f.release()

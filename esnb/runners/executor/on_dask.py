@@ -22,8 +22,6 @@ What it knows about Dask so that nothing else has to:
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import importlib
 import logging
 import pickle
@@ -31,7 +29,6 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import CancelledError
 from typing import Any
 
 from distributed import Actor, Client, Future, Variable, as_completed
@@ -41,6 +38,7 @@ from esnb import config
 from esnb.cluster.worker_calls import drive, hold, in_background
 from esnb.noise import NoiseConfig
 from esnb.runners.executor.inline import ActorRef, Executor
+from esnb.runners.executor.pinned import Pinned
 
 log = logging.getLogger("esnb.cluster")
 
@@ -115,7 +113,7 @@ class DaskExecutor(Executor):
         #: bytes of the arguments and values this driver sent (counted once set to 0: measuring
         #: pickles everything a second time)
         self.sent_bytes: int | None = None
-        self._listing = None  # the workers' listing being fetched (``addresses(recent=True)``)
+        self.pinned = Pinned(client, self._submit_call)  # calls placed one per worker
 
     @property
     def dashboard_link(self) -> str | None:
@@ -178,7 +176,7 @@ class DaskExecutor(Executor):
         spread over every worker instead of piling up where a dependency lives, and none is
         stolen by another worker (a replica task must run where it was placed, see
         :mod:`esnb.runners.es.dispatch`). A pinned call whose worker leaves is placed again on
-        a live worker (see :meth:`_gather_pinned`).
+        a live worker (see :class:`~.pinned.Pinned`).
         """
         tag = uuid.uuid4().hex[:8]
         futures = [self._submit_call(fn, args, f"esnb-{label}-{tag}-{i}",
@@ -187,18 +185,10 @@ class DaskExecutor(Executor):
         try:
             if workers is None:
                 return self.client.gather(futures)
-            return self._gather_pinned(futures, calls, list(workers), f"esnb-{label}-{tag}")
+            return self.pinned.gather(futures, calls, list(workers), f"esnb-{label}-{tag}")
         finally:
             for f in futures:
                 f.release()
-
-    #: seconds between checks for pinned calls whose worker has left
-    replace_poll = 0.5
-    #: seconds a fetch of finished results may wait before the workers are checked again (a
-    #: result lost with its worker is recomputed where the call was pinned: nowhere)
-    gather_poll = 5.0
-    #: times one pinned call may be placed again before its loss is an error
-    max_replacements = 10
 
     def _submit_call(self, fn: Callable, args: tuple, key: str, worker: str | None) -> Future:
         kw: dict[str, Any] = dict(key=key, pure=False)
@@ -207,94 +197,9 @@ class DaskExecutor(Executor):
         self._count(args)
         return self.client.submit(fn, *args, **kw)
 
-    def _gather_pinned(self, futures: list[Future], calls, placement: list[str],
-                       prefix: str) -> list[Any]:
-        """Results of pinned calls, in order. A call whose worker has gone -- before it ran,
-        or after, with its result not yet fetched -- is placed again on a live worker (in
-        ``futures``, in turn); so is a call the scheduler cancelled (it forgets a lost result
-        whose inputs it cannot rebuild). Results are fetched as calls finish: a result lost
-        with its worker between the finish and the fetch would otherwise be recomputed where
-        the call was pinned, on a worker that no longer exists, and the fetch wait forever
-        (seen with SLURM workers retiring at their lifetime's end)."""
-        results: dict[int, Any] = {}
-        replaced = [0] * len(futures)
-        while len(results) < len(futures):
-            pending = [i for i in range(len(futures)) if i not in results]
-            self._wait_some([futures[i] for i in pending])
-            for i in pending:
-                if futures[i].status == "error":
-                    futures[i].result()  # raises the call's own exception
-            ready = [i for i in pending if futures[i].status == "finished"]
-            if ready:
-                try:
-                    values = self.client.sync(self.client._gather, [futures[i] for i in ready],
-                                              callback_timeout=self.gather_poll)
-                except (TimeoutError, CancelledError):  # a result went with its worker
-                    pass
-                else:
-                    results.update(zip(ready, values))
-                    continue
-            live = self.addresses()
-            lost = [i for i in pending if i not in results and (
-                futures[i].cancelled() or (not futures[i].done() and placement[i] not in live))]
-            if not lost or not live:
-                continue
-            for n, i in enumerate(lost):
-                replaced[i] += 1
-                if replaced[i] > self.max_replacements:
-                    raise RuntimeError(f"call {i} of {prefix} was lost {replaced[i] - 1} times "
-                                       f"(its worker left, or the scheduler cancelled it)")
-                placement[i] = live[n % len(live)]
-                futures[i].release()
-                futures[i] = self._submit_call(*calls[i], f"{prefix}-again{sum(replaced)}",
-                                               placement[i])
-        return [results[i] for i in range(len(futures))]
-
-    def _wait_some(self, futures: list[Future]) -> list[Future]:
-        """The calls still pending after at most :attr:`replace_poll` seconds (cancelled ones
-        are not waited for: ``wait`` raises at once on them)."""
-        waiting = [f for f in futures if not f.cancelled()]
-        if not waiting:
-            time.sleep(self.replace_poll)
-        try:
-            with self.client.as_current():  # wait() looks for the default client otherwise
-                dask_wait(waiting, timeout=self.replace_poll)
-        except TimeoutError:
-            pass
-        except CancelledError:  # one was cancelled meanwhile: the caller looks again
-            time.sleep(self.replace_poll)
-        return [f for f in futures if not f.done()]
-
     def addresses(self, recent: bool = False) -> list[str]:
-        """Addresses of the workers that take tasks, sorted (a direct, light scheduler call: no
-        cached listing). A worker being retired (scaled down, past its lifetime) is left out:
-        a call pinned to it would wait until it has gone.
-
-        ``recent``: the listing fetched in the background since the last such call, and the
-        next one started -- for a loop that places a round of calls at a time and need not
-        wait for the scheduler's answer (it cost a generation on 32 loaded workers ~11 ms). A
-        worker that joined is seen one round late; one that left is caught while waiting
-        (:meth:`run`). The first call waits for its answer, and so does one when no worker
-        takes tasks (all joining or being retired: batch jobs replaced at their lifetime's
-        end), until one does.
-        """
-        if recent:
-            fetched, self._listing = self._listing, asyncio.run_coroutine_threadsafe(
-                self.client.scheduler.ncores_running(), self.client.loop.asyncio_loop)
-            with contextlib.suppress(Exception):  # a failed background listing: ask again
-                listing = sorted((fetched or self._listing).result())
-                if listing:
-                    return listing
-        waited = 0.0
-        while True:
-            listing = sorted(self.client.sync(self.client.scheduler.ncores_running))
-            if listing or not recent:
-                return listing
-            time.sleep(self.replace_poll)
-            waited += self.replace_poll
-            if waited % 30 < self.replace_poll:
-                log.warning("no worker has taken tasks for %.0f s (all joining or being "
-                            "retired): waiting", waited)
+        """Addresses of the workers that take tasks (see :meth:`Pinned.addresses`)."""
+        return self.pinned.addresses(recent)
 
     def _count(self, payload: Any) -> None:
         if self.sent_bytes is not None:
