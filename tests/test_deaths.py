@@ -84,6 +84,7 @@ def test_the_filter_drops_echoes_and_keeps_real_errors():
         _record("distributed.nanny", "Restarting worker (status=Status.running)", logging.WARNING),
         _record("distributed.scheduler", "Couldn't gather keys: {'a': 'processing', "
                 "('b', 1): 'released'}"),
+        _record("distributed.scheduler", "Couldn't gather keys: {'a': 'memory'}"),
         _record("tornado.application", "Exception in callback", exc=FutureCancelledError("k", "")),
         _record("distributed.worker", "Failed to communicate with scheduler during heartbeat.",
                 exc=CommClosedError("in <TCP>: Stream is closed")),

@@ -52,10 +52,12 @@ ECHOES = re.compile("|".join((
 )))
 
 #: the scheduler's "Couldn't gather keys: {key: state}" is an echo while every key is being
-#: recomputed; a key forgotten or erred is a real loss and stays visible
+#: recomputed, or still in "memory" on a worker that has just died (the scheduler has not yet
+#: handled its loss; fetching results as calls finish meets this); a key forgotten or erred is
+#: a real loss and stays visible
 GATHER = re.compile(r"Couldn't gather keys: \{")
 STATE = re.compile(r": '([\w-]+)'(?=, |\}$)")
-RECOMPUTING = frozenset({"processing", "waiting", "released", "queued", "no-worker"})
+RECOMPUTING = frozenset({"processing", "waiting", "released", "queued", "no-worker", "memory"})
 
 #: exception classes (by name, so that nothing is imported for them) of a lost connection
 LOST = frozenset({"CommClosedError", "StreamClosedError", "FutureCancelledError",

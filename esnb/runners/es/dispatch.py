@@ -107,12 +107,12 @@ class Generations:
         finally:
             if handle is not None:
                 self.executor.release(handle)
-        resent = set(stale)  # a stale worker could not map the file: whole updates from now
+        maps: dict[str, bool] = {}  # a worker that was stale could not map: whole updates
         for i, where in enumerate(placement):
-            if i in resent or not results[i].get("host_theta"):
-                self.mapping.discard(where)
-            else:
-                self.mapping.add(where)
+            maps[where] = maps.get(where, True) and i not in stale \
+                and bool(results[i].get("host_theta"))
+        self.mapping |= {where for where, ok in maps.items() if ok}
+        self.mapping -= {where for where, ok in maps.items() if not ok}
         bad = [r for r in results if r.get("stale") or r["checksum"] != update.checksum]
         if bad:  # a synced replica cannot be stale: this is a bug, never a result to use
             raise RuntimeError(f"generation {update.generation}: {len(bad)} tasks ran on a "
