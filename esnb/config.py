@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numbers
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -25,12 +26,26 @@ dask.config.update_defaults(_defaults)
 #: values of ``esnb.cluster.type``
 CLUSTER_TYPES = ("local", "address", "slurm", "pbs", "sge", "lsf")
 
+#: what ``esnb.plot.drawer`` may name: esnb's own drawers (``module:function``, imported only
+#: when a plot is drawn; runners never import the UI). A setting that named any importable
+#: function would run whatever a configuration file or environment variable said.
+PLOT_DRAWERS = {"bokeh": "esnb.ui.plots:history_figure"}
+
+#: ``host:port`` or ``:port`` (IPv6 hosts in brackets), a port in [0, 65535]
+_HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]*):(\d{1,5})")
+
 
 def _integer(low: int, nullable: bool = False) -> tuple[Callable[[Any], bool], str]:
     def ok(v):
         return (v is None and nullable) or (isinstance(v, numbers.Integral)
                                             and not isinstance(v, bool) and v >= low)
     return ok, f"an integer >= {low}" + (" or null" if nullable else "")
+
+
+def host_port(text: Any) -> bool:
+    """Whether ``text`` is ``host:port`` or ``:port`` with a port in [0, 65535]."""
+    match = _HOST_PORT.fullmatch(text) if isinstance(text, str) else None
+    return bool(match) and int(match.group(2)) <= 65535
 
 
 def _text(nullable: bool = False) -> tuple[Callable[[Any], bool], str]:
@@ -58,7 +73,9 @@ SCHEMA: dict[str, tuple[Callable[[Any], bool], str]] = {
     "cluster.threads-per-worker": _integer(1),
     "cluster.processes": _boolean(),
     "cluster.host": _text(),
-    "cluster.dashboard-address": _text(nullable=True),
+    "cluster.dashboard-address": ((lambda v: v is None or host_port(v)),
+                                  "'host:port' or ':port' (a port in [0, 65535]) or null"),
+    "cluster.max-local-workers": _integer(1, nullable=True),
     "cluster.worker-profile": _boolean(),
     "cluster.kwargs": ((lambda v: isinstance(v, dict)), "a mapping of keyword arguments"),
     "cluster.adapt.minimum": _integer(0, nullable=True),
@@ -71,8 +88,8 @@ SCHEMA: dict[str, tuple[Callable[[Any], bool], str]] = {
                                   "a number of seconds > 0"),
     "noise.size": _integer(1),
     "noise.seed": _integer(0),
-    "plot.drawer": ((lambda v: isinstance(v, str) and v.count(":") == 1),
-                    "'module:function'"),
+    "plot.drawer": ((lambda v: isinstance(v, str) and v in PLOT_DRAWERS),
+                    "one of " + ", ".join(PLOT_DRAWERS)),
 }
 
 
@@ -84,3 +101,29 @@ def get(key: str, default=None):
         raise ValueError(f"esnb.{key} (dask config: esnb.yaml, ~/.config/dask/ or "
                          f"DASK_ESNB__...) must be {rule[1]}, got {value!r}")
     return value
+
+
+def check() -> None:
+    """Read every key of :data:`SCHEMA` once: a bad value anywhere is one error now, before a
+    command starts anything (not when a run first reads it, or in a plot at its end)."""
+    for key in SCHEMA:
+        get(key)
+
+
+def max_local_workers() -> int:
+    """The most worker processes a LocalCluster may have here: ``esnb.cluster.max-local-workers``,
+    else 16 per core and at least 32 (each process holds 60-400 MB; past that a typo such as
+    ``--workers 10000`` would start thousands of processes)."""
+    limit = get("cluster.max-local-workers")
+    return int(limit) if limit is not None else max(32, 16 * (os.cpu_count() or 1))
+
+
+def check_local_workers(n: int, what: str = "n_workers") -> int:
+    """``n`` if a LocalCluster of ``n`` processes is allowed here, else one clear error."""
+    limit = max_local_workers()
+    if n > limit:
+        raise ValueError(f"{what} {n}: a LocalCluster of {n} worker processes on this machine's "
+                         f"{os.cpu_count()} cores is refused (at most {limit}: dask config "
+                         f"esnb.cluster.max-local-workers); for a larger cluster start one and "
+                         f"pass its scheduler's address")
+    return n

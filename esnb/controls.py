@@ -9,6 +9,7 @@ before it applies any.
 
 from __future__ import annotations
 
+import difflib
 import math
 import numbers
 import threading
@@ -173,8 +174,11 @@ class Controls:
     ValueError: sigma must be a number in (0, inf), got -1
     """
 
-    def __init__(self, schema: Iterable[Control], values: Mapping[str, Any] | None = None):
+    def __init__(self, schema: Iterable[Control], values: Mapping[str, Any] | None = None,
+                 settings: Iterable[str] = ()):
         self._schema = {c.name: c for c in schema}
+        #: the run's other settings (fixed, not controls): named as such when set
+        self._settings = tuple(n for n in settings if n not in self._schema)
         values = dict(values or {})
         self._check_names(values)
         self._values = {
@@ -286,11 +290,20 @@ class Controls:
             self._version = int(version)
 
     def _check_names(self, values: Mapping[str, Any]) -> None:
+        fixed = [n for n in values if n in self._settings]
+        if fixed:
+            raise ValueError(
+                f"{', '.join(fixed)} {'is' if len(fixed) == 1 else 'are'} fixed for this run "
+                f"(set when the runner is created); live controls: "
+                f"{', '.join(c.name for c in self.schema if c.live)}")
         unknown = [n for n in values if n not in self._schema]
         if unknown:
+            close = {m for n in unknown for m in difflib.get_close_matches(
+                str(n), [*self._schema, *self._settings], n=3, cutoff=0.6)}
             raise ValueError(
-                f"unknown control(s) {', '.join(map(repr, unknown))}; "
-                f"known: {', '.join(self._schema)}"
+                f"unknown control(s) {', '.join(map(repr, unknown))}"
+                + (f" (did you mean {', '.join(sorted(close))}?)" if close else "")
+                + f"; known: {', '.join(self._schema)}"
             )
 
     def __repr__(self) -> str:

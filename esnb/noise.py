@@ -8,16 +8,25 @@ into shared memory (:mod:`esnb.shm`, a file in ``/dev/shm`` named by seed, size 
 every other process maps the same pages read-only, as OpenAI's and RLlib's ES did; where there
 is no shared memory each process builds a private copy (one log line). The values are the
 same either way. Nothing here imports Dask.
+
+**The same table on every host.** The values come from :mod:`esnb.normals`: a counter-based
+integer stream turned into normals with IEEE 754 operations only, so they do not depend on the
+numpy release, its SIMD code or the CPU. The builder of a host's table also records its SHA-256
+and who built it (:attr:`NoiseTable.digest`, :attr:`NoiseTable.origin`, once per host); a run's
+:class:`NoiseConfig` carries the driver's digest to its workers, and a worker whose table
+differs refuses the run (:class:`NoiseTableMismatch`, naming both digests and builders).
 """
 
 from __future__ import annotations
 
 import os
+import platform
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from esnb import normals
 from esnb.shm import Block, open_block
 
 DEFAULT_SIZE = 25_000_000
@@ -36,15 +45,26 @@ class NoiseConfig:
         ``ES(preset="paper")`` selects. A table must be larger than the parameter count of the
         policies that draw from it.
     seed : int
-        Seed of the generator that fills the table. Workers and driver must agree.
+        Seed of the stream that fills the table (:mod:`esnb.normals`).
+    digest : str, optional
+        The SHA-256 the table must have (the driver's, sent to its workers): a table with
+        another refuses to be used (:class:`NoiseTableMismatch`). None: not checked.
+    origin : str
+        Who built the driver's table (numpy and esnb versions, host), for that error.
     """
 
     size: int = DEFAULT_SIZE
     seed: int = DEFAULT_SEED
+    digest: str | None = field(default=None, compare=False)
+    origin: str = field(default="", compare=False)
 
     def __post_init__(self):
         if int(self.size) < 2:
             raise ValueError(f"noise table size must be >= 2, got {self.size}")
+
+    def expecting(self, table: NoiseTable) -> NoiseConfig:
+        """This config, requiring ``table``'s values (its digest) wherever it is used."""
+        return replace(self, digest=table.digest, origin=table.origin)
 
     @property
     def key(self) -> str:
@@ -54,13 +74,23 @@ class NoiseConfig:
     def file_name(self) -> str:
         """The shared block's name: everything that fixes the values (the format version,
         seed, size, dtype) and the user, so that nobody maps another user's file."""
-        return f"esnb-{os.getuid()}-noise-v1-{self.seed}-{self.size}-float32"
+        return f"esnb-{os.getuid()}-noise-v2-{self.seed}-{self.size}-float32"
 
     def fill(self, out: np.ndarray) -> None:
         """Write the table's values into ``out`` (float32, ``size`` entries)."""
-        rng = np.random.Generator(np.random.PCG64(self.seed))
-        # out= fills the same stream as standard_normal(size) (bitwise), without a second copy
-        rng.standard_normal(out=out, dtype=np.float32)
+        normals.fill_standard_normal(self.seed, out)
+
+
+class NoiseTableMismatch(ValueError):
+    """This process's noise table is not the driver's: it would perturb with other noise."""
+
+
+def describe_table(values: np.ndarray) -> dict:
+    """What the builder of a table records beside it: its digest and who built it."""
+    from esnb import __version__
+
+    return {"sha256": normals.digest(values),
+            "origin": f"numpy {np.__version__}, esnb {__version__}, host {platform.node()}"}
 
 
 class NoiseTable:
@@ -81,11 +111,16 @@ class NoiseTable:
         if shared is False:
             out = np.empty(config.size, dtype=np.float32)
             config.fill(out)
-            self._block = Block(out)
+            self._block = Block(out, about=describe_table(out))
         else:
             self._block = open_block(config.file_name, config.size, np.float32, config.fill,
-                                     directory=None if shared is True else shared)
+                                     directory=None if shared is True else shared,
+                                     describe=describe_table)
         self.noise = self._block.array
+        #: SHA-256 of the values (computed once per host, by the table's builder)
+        self.digest: str = self._block.about["sha256"]
+        #: who built the values: numpy and esnb versions, host
+        self.origin: str = self._block.about.get("origin", "unknown")
         self._block_dir = None if shared is True else (shared or None)
         self._prefix_block: Block | None = None
         self._sq_prefix: np.ndarray | None = None
@@ -93,6 +128,17 @@ class NoiseTable:
 
     def __len__(self) -> int:
         return self.noise.size
+
+    def check(self, config: NoiseConfig) -> None:
+        """Refuse to serve a run whose driver has another table (``config.digest``)."""
+        if config.digest is not None and config.digest != self.digest:
+            raise NoiseTableMismatch(
+                f"noise table {config.key} differs between hosts: the driver's has SHA-256 "
+                f"{config.digest[:16]}… ({config.origin}), the one of process {os.getpid()} "
+                f"on {platform.node()} has {self.digest[:16]}… ({self.origin}) "
+                f"{'in ' + self.shared_path if self.shared_path else '(a private copy)'}: "
+                f"it would perturb with other noise. Install the same esnb on every host "
+                f"(or remove that file)")
 
     @property
     def shared_path(self) -> str | None:
@@ -159,15 +205,21 @@ _TABLES_LOCK = threading.Lock()
 
 def get_noise_table(config: NoiseConfig = NoiseConfig()) -> NoiseTable:
     """The process-wide table for ``config``: the host's shared copy, mapped on first use
-    (built by the first process of the host: 0.2 s for 25M entries)."""
+    (built by the first process of the host: ~0.5 s for 25M entries).
+
+    Raises
+    ------
+    NoiseTableMismatch
+        ``config`` carries a digest (the driver's) and this table has another.
+    """
     table = _TABLES.get(config.key)
-    if table is not None:
-        return table
-    with _TABLES_LOCK:
-        table = _TABLES.get(config.key)
-        if table is None:
-            table = NoiseTable(config, shared=True)
-            _TABLES[config.key] = table
+    if table is None:
+        with _TABLES_LOCK:
+            table = _TABLES.get(config.key)
+            if table is None:
+                table = NoiseTable(config, shared=True)
+                _TABLES[config.key] = table
+    table.check(config)
     return table
 
 

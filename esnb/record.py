@@ -31,6 +31,16 @@ class CheckpointError(ValueError):
     """A checkpoint that cannot be used: damaged, not esnb's, or of another algorithm."""
 
 
+def restore_rng(rng: np.random.Generator, state: Any, name: str) -> None:
+    """Put a checkpoint's ``state`` back into ``rng``; a state that is not its bit generator's
+    is one ``ValueError`` naming the generator (``rng``, ``eval_rng``...)."""
+    try:
+        rng.bit_generator.state = state
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ValueError(f"{name} is not the state of a {type(rng.bit_generator).__name__} "
+                         f"generator ({type(exc).__name__}: {exc})") from None
+
+
 def _digest(arrays: dict[str, np.ndarray]) -> str:
     h = hashlib.sha256()
     for name in sorted(arrays):

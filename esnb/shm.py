@@ -14,8 +14,11 @@ that every process mapping the file shares) named by what it holds. The protocol
   Mappings still referenced in this process stay valid (an unlinked file's pages live
   until the last mapping goes).
 
-Temporary files found while holding ``<name>.lock`` belong to builders that died (a live
-builder holds that lock), so they are removed. Where the directory is missing or not
+A block may carry a description computed by its builder from the values it wrote (the noise
+table's digest and who built it): ``<name>.json``, written (temporary file, ``rename``) before
+the block itself is renamed into place, read by every process that maps the block, and
+removed with it. Temporary files found while holding ``<name>.lock`` belong to builders that
+died (a live builder holds that lock), so they are removed. Where the directory is missing or not
 writable, or the block does not fit, the array is built privately in this process, said
 once in the log (``esnb.shm``). ``ESNB_SHM_DIR`` names the directory (default
 ``/dev/shm``; empty: always private). Nothing here imports Dask.
@@ -23,8 +26,10 @@ once in the log (``esnb.shm``). ``ESNB_SHM_DIR`` names the directory (default
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import glob
+import json
 import logging
 import mmap
 import os
@@ -57,11 +62,15 @@ class Block:
         The values (read-only).
     path : str or None
         The shared file, or None for a private copy.
+    about : dict
+        What ``describe(values)`` said of the values when they were built (empty without
+        ``describe``).
     """
 
-    def __init__(self, array: np.ndarray, path: str | None = None, fd: int | None = None):
+    def __init__(self, array: np.ndarray, path: str | None = None, fd: int | None = None,
+                 about: dict | None = None):
         array.flags.writeable = False
-        self.array, self.path = array, path
+        self.array, self.path, self.about = array, path, dict(about or {})
         self._release = weakref.finalize(self, _release, path, fd) if fd is not None else None
 
     @property
@@ -75,7 +84,8 @@ class Block:
 
 
 def open_block(name: str, size: int, dtype, fill: Callable[[np.ndarray], None],
-               directory: str | None = None) -> Block:
+               directory: str | None = None,
+               describe: Callable[[np.ndarray], dict] | None = None) -> Block:
     """The block ``name`` of ``size`` entries of ``dtype``, filled by ``fill(out)`` once.
 
     Parameters
@@ -91,6 +101,10 @@ def open_block(name: str, size: int, dtype, fill: Callable[[np.ndarray], None],
         ``fill(out)`` writes every entry of the writable array ``out``.
     directory : str, optional
         Where shared blocks live (default :func:`shared_dir`); ``""`` means private.
+    describe : callable, optional
+        ``describe(values) -> dict`` (JSON-serialisable), run by the builder on the values it
+        wrote; every process reads the builder's answer as :attr:`Block.about` (a block found
+        without one is described by the process that finds it).
 
     Returns
     -------
@@ -100,7 +114,8 @@ def open_block(name: str, size: int, dtype, fill: Callable[[np.ndarray], None],
     directory = shared_dir() if directory is None else (directory or None)
     if directory is not None:
         try:
-            return _open_shared(os.path.join(directory, name), int(size), np.dtype(dtype), fill)
+            return _open_shared(os.path.join(directory, name), int(size), np.dtype(dtype), fill,
+                                describe)
         except OSError as exc:
             if directory not in _WARNED:
                 _WARNED.add(directory)
@@ -108,15 +123,16 @@ def open_block(name: str, size: int, dtype, fill: Callable[[np.ndarray], None],
                             directory, exc)
     out = np.empty(int(size), dtype=dtype)
     fill(out)
-    return Block(out)
+    return Block(out, about=describe(out) if describe else None)
 
 
-def _open_shared(path: str, size: int, dtype: np.dtype, fill) -> Block:
+def _open_shared(path: str, size: int, dtype: np.dtype, fill, describe) -> Block:
     nbytes = size * dtype.itemsize
+    about = None
     with _Mutex(path):
         fd = _open_existing(path, nbytes)
         if fd is None:
-            _build(path, nbytes, size, dtype, fill)
+            about = _build(path, nbytes, size, dtype, fill, describe)
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
             fcntl.flock(fd, fcntl.LOCK_SH)  # "in use": close() removes the file only after us
@@ -127,10 +143,43 @@ def _open_shared(path: str, size: int, dtype: np.dtype, fill) -> Block:
                 mapped = mmap.mmap(map_fd, nbytes, access=mmap.ACCESS_READ)
             finally:
                 os.close(map_fd)
+            array = np.frombuffer(mapped, dtype=dtype, count=size)
+            if describe is not None and about is None:
+                about = _read_about(path)
+                if about is None:  # a block from a builder that described nothing
+                    about = describe(array)
+                    _write_about(path, about)
         except BaseException:
             os.close(fd)
             raise
-    return Block(np.frombuffer(mapped, dtype=dtype, count=size), path, fd)
+    return Block(array, path, fd, about)
+
+
+def _about_path(path: str) -> str:
+    return path + ".json"
+
+
+def _read_about(path: str) -> dict | None:
+    try:
+        with open(_about_path(path)) as f:
+            about = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return about if isinstance(about, dict) else None
+
+
+def _write_about(path: str, about: dict) -> None:
+    """``<path>.json`` replaced atomically (a reader never sees half of it)."""
+    tmp = f"{_about_path(path)}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        with open(tmp, "x") as f:
+            json.dump(about, f)
+        os.chmod(tmp, 0o600)
+        os.rename(tmp, _about_path(path))
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 class _Mutex:
@@ -172,9 +221,12 @@ def _open_existing(path: str, nbytes: int) -> int | None:
     return None
 
 
-def _build(path: str, nbytes: int, size: int, dtype: np.dtype, fill) -> None:
-    for stale in glob.glob(glob.escape(path) + ".tmp-*"):  # builders that died (see module)
+def _build(path: str, nbytes: int, size: int, dtype: np.dtype, fill, describe) -> dict | None:
+    """Build the block at ``path``; its description (written first) when ``describe``."""
+    for stale in glob.glob(glob.escape(path) + ".tmp-*") + \
+            glob.glob(glob.escape(_about_path(path)) + ".tmp-*"):  # builders that died
         os.unlink(stale)
+    about = None
     tmp = f"{path}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
@@ -182,15 +234,20 @@ def _build(path: str, nbytes: int, size: int, dtype: np.dtype, fill) -> None:
         with mmap.mmap(fd, nbytes) as mapped:
             out = np.frombuffer(mapped, dtype=dtype, count=size)
             fill(out)
+            if describe is not None:
+                about = describe(out)
             del out  # the mapping cannot close while an array exports it
             mapped.flush()
         os.fsync(fd)
+        if about is not None:
+            _write_about(path, about)  # before the block: a block's description is its own
         os.rename(tmp, path)  # atomic: the name only ever shows a complete block
     except BaseException:
         os.unlink(tmp)
         raise
     finally:
         os.close(fd)
+    return about
 
 
 def _release(path: str, fd: int) -> None:
@@ -207,6 +264,8 @@ def _release(path: str, fd: int) -> None:
         try:
             fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
             os.unlink(path)  # nobody else holds a shared lock: the last user is gone
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(_about_path(path))
         finally:
             os.close(probe)
     except BlockingIOError:

@@ -75,3 +75,20 @@ def fresh_client():
                     silence_logs=logging.ERROR)
     yield c
     c.close()
+
+
+@pytest.fixture
+def kernel(monkeypatch):
+    """A real ipykernel with this checkout importable: ``(kernel manager, client)``, as a
+    frontend (JupyterLab) holds them; shut down after the test."""
+    manager = pytest.importorskip("jupyter_client.manager")
+    pytest.importorskip("ipykernel")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [root, *filter(None, [os.environ.get("PYTHONPATH")])]))
+    km, kc = manager.start_new_kernel(kernel_name="python3")
+    try:
+        yield km, kc
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)

@@ -123,3 +123,31 @@ def test_apex_dpg_runs_on_a_cluster(client):
     assert h.learner_steps.iloc[-1] >= 60 and h.env_steps.iloc[-1] > 500
     assert h.eval_return.notna().any() and np.isfinite(h.actor_loss.dropna()).all()
     assert h.replay_evicted.iloc[-1] >= 0 and "critic_lr" in h
+
+
+@pytest.mark.parametrize("algo", ["apex", "aesrl"])
+def test_the_last_checkpoint_of_a_stopped_run_holds_every_insert(tmp_path, client, algo):
+    """Actor loops (Ape-X) and evaluations in flight (AES-RL) stop before the last checkpoint
+    (``Runner._quiesce``): its replay file holds everything the replay took, so a resumed run
+    loses nothing, also when the checkpoint a notebook's keeper writes is the last one."""
+    from esnb.record import load_checkpoint
+    from esnb.runners.aesrl import AESRL
+
+    if algo == "apex":
+        runner = ApeX("CartPole-v1", num_actors=4, seed=0, client=client, min_size=300,
+                      eval_interval=0, learner_chunk=8)
+    else:
+        runner = AESRL("Pendulum-v1", seed=0, client=client, actor_hidden=(16, 16),
+                       critic_hidden=(16, 16), rl_start_step=10**9, max_episode_steps=50)
+    try:
+        runner.keep_checkpoints(tmp_path / "checkpoint.npz", every=3600)  # at the end only
+        runner.start()
+        wait_for(lambda: runner.iteration >= 8, 300, "eight iterations")
+        runner.stop()
+        runner.wait(300)
+        saved = load_checkpoint(tmp_path / "checkpoint.npz")[0]["replay"]
+        replay = runner.backend.replay if algo == "apex" else runner.replay
+        time.sleep(1.0)  # anything still inserting would show now
+        assert replay.call("stats")["inserted"] == saved["inserted"] > 0
+    finally:
+        runner.close()

@@ -91,6 +91,15 @@ def test_the_filter_drops_echoes_and_keeps_real_errors():
         _record("distributed.core", "Exception while handling op proxy", exc=_raised_from(
             OSError("Timed out trying to connect to tcp://127.0.0.1:1 after 30 s"),
             CommClosedError("ConnectionRefusedError: [Errno 111] Connection refused"))),
+        # a run stopped while an actor call was on its way; a worker busy in a task as its
+        # cluster closes
+        _record("tornado.application", "Exception in callback",
+                exc=RuntimeError("ConnectionPool is closed")),
+        _record("distributed.nanny", "Worker process still alive after 4.0 seconds, killing",
+                logging.WARNING),
+        _record("asyncio", "Task exception was never retrieved\nfuture: <Task finished "
+                "name='Task-3459' coro=<Client._gather.<locals>.wait() done, defined at "
+                "client.py:2367> exception=AllExit()>"),
     ]
     real = [
         _record("distributed.scheduler", "Task 'x' marked as failed because 4 workers died "
@@ -100,6 +109,7 @@ def test_the_filter_drops_echoes_and_keeps_real_errors():
         _record("distributed.scheduler", "Removing worker 'tcp://127.0.0.1:1' caused the cluster "
                 "to lose scattered data, which can't be recovered: {'a'}"),
         _record("distributed.worker", "Compute Failed", exc=ValueError("a task's own error")),
+        _record("distributed.worker", "Compute Failed", exc=RuntimeError("the task's own")),
         _record("distributed.worker", "Failed to spill", exc=OSError(28, "No space left")),
         _record("distributed.nanny", "Worker tcp://127.0.0.1:1 (pid=1) exceeded 95% memory "
                 "budget. Restarting...", logging.WARNING),

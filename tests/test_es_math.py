@@ -46,7 +46,9 @@ def test_weighted_sum_independent_of_chunking(monkeypatch):
     a = weighted_noise_sum(TABLE, idx, w, 50)
     monkeypatch.setattr(es_mod, "CHUNK", 1000)
     b = weighted_noise_sum(TABLE, idx, w, 50)
-    np.testing.assert_allclose(a, b, rtol=1e-5)
+    # chunks change the order of a float32 sum of 1000 terms: an element that cancels to near 0
+    # keeps the rounding of terms of size |w| (absolute, not relative, agreement there)
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6 * np.abs(w).sum())
 
 
 def test_adam_step_is_adam_on_negated_gradient_plus_decay():

@@ -36,8 +36,16 @@ class AlwaysNaN(NaNRewardOnSomeSeeds):
 
 
 class Broken(gym.Wrapper):
+    """Crashes after its first steps: the constructor's probe step (esnb.envs.make.first_step)
+    passes, the run's episodes fail."""
+
+    steps = 0
+
     def step(self, action):
-        raise RuntimeError("the simulator crashed")
+        self.steps += 1
+        if self.steps > 2:
+            raise RuntimeError("the simulator crashed")
+        return self.env.step(action)
 
 
 for name, cls in [("NaNSome", NaNRewardOnSomeSeeds), ("NaNAll", AlwaysNaN),

@@ -74,8 +74,9 @@ def test_gradient_against_its_formula(normalize, sigma_new):
     w = importance_weights(eps, delta, b.sigma_old, sigma_new, clip=1.0)
     z = w.sum() if normalize == "sum" else len(w)
     g = (w * s) @ (b.sigma_old * eps - delta) / (sigma_new * z)
-    # the weighted noise sum is a float32 product accumulated in float64
-    np.testing.assert_allclose(step.grad, g, rtol=1e-6, atol=1e-8)
+    # the weighted noise sum is a float32 product accumulated in float64: an element near 0
+    # carries float32 rounding of terms of size ~|g|.max() (~1e-7 of it)
+    np.testing.assert_allclose(step.grad, g, rtol=1e-6, atol=1e-7 * np.abs(g).max())
     raw = log_importance_weights(eps @ delta, np.sum(eps**2, 1), delta @ delta, dim,
                                  b.sigma_old, sigma_new)
     assert step.ess == pytest.approx(effective_sample_size(raw))

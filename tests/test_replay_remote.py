@@ -146,3 +146,29 @@ def test_the_transitions_a_loss_takes_are_counted_from_inserted_not_sizes(fresh_
     assert replay.inserted == 1210 and replay.lost_items == 340
     replay.close()
     assert not os.path.exists(folder)  # the private directory goes with the replay
+
+
+def test_inserts_no_reply_showed_are_counted_from_the_servers_count_file(fresh_client,
+                                                                           tmp_path):
+    """A writer whose reply the driver never saw (an actor loop, a task that died with the
+    replay's worker): the lost server's count file still says how many it took, so the loss
+    is counted exactly (issue 28; before, the largest count in the driver's replies)."""
+    from esnb.replay.server import read_count
+
+    client = fresh_client
+    executor = DaskExecutor(client)
+    replay = ReplayService(executor, CONFIG, seed=4, timeout=30,
+                           checkpoint_path=str(tmp_path / "replay.npz"))
+    replay.call("add", batch(600), np.ones(600), (0, np.arange(600)))
+    assert replay.maybe_checkpoint(force=True)["inserted"] == 600
+    executor.submit(_push, replay.info(), 600, 300).result()  # its reply is not observed
+    assert replay.inserted == 600
+    assert read_count(tmp_path / "replay.npz.count-0") == (0, 900)  # what the server wrote
+
+    kill_worker_of(replay, client)
+    report = replay.recover()
+    assert report["lost"] == 300 and report["inserted_before"] == 900
+    assert replay.lost_items == 300
+    assert read_count(tmp_path / "replay.npz.count-1") == (1, 600)  # the new server's
+    replay.close()
+    assert not any(".count-" in name for name in os.listdir(tmp_path))

@@ -34,7 +34,13 @@ def _bits(table: NoiseTable) -> np.ndarray:
 
 
 def _data_files(directory: str) -> list[str]:
-    return [f for f in os.listdir(directory) if not f.endswith(".lock")]
+    """Blocks in ``directory``; a noise table's description (``.json``) exists exactly when
+    the table does."""
+    files = os.listdir(directory)
+    blocks = [f for f in files if not f.endswith((".lock", ".json"))]
+    assert sorted(f for f in files if f.endswith(".json")) == \
+        sorted(f + ".json" for f in blocks if f.endswith("-float32"))
+    return blocks
 
 
 def test_shared_values_are_bitwise_the_private_build(shm_dir):

@@ -132,14 +132,27 @@ def test_resume_applies_live_settings_and_refuses_fixed_ones(tmp_path):
 @pytest.mark.parametrize("args, env, message", [
     (["--steps", "nan"], None, "argument --steps: must be a finite number >= 0"),
     (["--generations", "inf"], None, "argument --generations: must be a finite number >= 0"),
-    (["--workers", "-1"], None, "argument --workers: must be >= 0"),
+    (["--workers", "-1"], None, "argument --workers: must be an integer >= 0"),
+    (["--workers", "10000"], None, "a LocalCluster of 10000 worker processes"),
+    (["--final-eval", "-1"], None, "argument --final-eval: must be an integer >= 0"),
+    (["--name", ""], None, "--name must be a plain name"),
     (["--name", "../x"], None, "--name must be a plain name"),
     (["--out", "/proc/esnb-cannot-write-here"], None, "cannot write into /proc"),
     (["--max-episode-steps", "0"], None, "max_episode_steps must be an integer in [1, inf)"),
     (["--checkpoint-every", "-1"], None, "argument --checkpoint-every: must be a finite number"),
     (["--resume", "/nonexistent/run"], None, "no checkpoint at /nonexistent/run"),
-    (["--address", "tcp://127.0.0.1:9"], {"DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "2s"},
-     "cannot reach a Dask scheduler at 'tcp://127.0.0.1:9'"),
+    # a refused port is said at once, not after dask's 30 s of retries
+    (["--address", "tcp://127.0.0.1:9"], None,
+     "cannot reach a Dask scheduler at 'tcp://127.0.0.1:9': connection refused"),
+    (["--address", "127.0.0.1:notaport"], None,
+     "--address '127.0.0.1:notaport' is no scheduler address"),
+    ([], {"DASK_ESNB__CLUSTER__DASHBOARD_ADDRESS": "garbage:xyz"},
+     "esnb.cluster.dashboard-address (dask config"),
+    # a setting naming code to import accepts only esnb's drawers
+    ([], {"DASK_ESNB__PLOT__DRAWER": "os:system"}, "esnb.plot.drawer (dask config"),
+    # keyword arguments the env takes but cannot use: its first step, said in one line
+    (["--env", "Pendulum-v1", "--env-kwargs", '{"g": "abc"}'], None,
+     "'Pendulum-v1' with env_kwargs {'g': 'abc'} fails on its first step: TypeError"),
     ([], {"DASK_ESNB__NOISE__SIZE": "0"}, "esnb.noise.size"),
     (["--env-kwargs", '{"bogus": 1}'], None, "env_kwargs {'bogus': 1} do not fit"),
     (["--hidden", "ab"], None, "argument --hidden: must be a sequence of integers"),
@@ -153,6 +166,36 @@ def test_bad_inputs_are_one_clear_line(tmp_path, args, env, message):
     assert len(p.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("args, message", [
+    (["demo", "--steps", "-1"], "argument --steps: must be a finite number > 0"),
+    (["bench", "es-scaling", "--generations", "-1"],
+     "argument --generations: must be an integer >= 1"),
+    (["bench", "replay", "--seconds", "nan"], "argument --seconds: must be a finite number > 0"),
+    (["bench", "es-scaling", "--workers", "10000"], "a LocalCluster of 10000 worker processes"),
+])
+def test_demo_and_bench_flags_are_checked_too(args, message):
+    p = esnb(*args, timeout=120)
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert message in p.stderr and "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_a_resumed_run_whose_env_kwargs_fail_here_is_one_line(tmp_path):
+    """A checkpoint made where its env kwargs worked (a display, an extra installed) resumed on
+    a machine where they do not: refused before a cluster starts."""
+    out = tmp_path / "run"
+    p = esnb("train", "es", "--env", "Pendulum-v1", "--generations", "1", "--workers", "0",
+             "--population", "4", "--noise-size", "200000", "--final-eval", "0",
+             "--out", str(out), "--no-progress")
+    assert p.returncode == 0, p.stderr
+    meta, arrays = load_checkpoint(out / "checkpoint.npz")
+    meta["config"]["env_kwargs"] = {"render_mode": "human", "g": "abc"}
+    save_checkpoint(out / "checkpoint.npz", "ES", meta, arrays)
+    p = esnb("train", "es", "--resume", str(out), "--generations", "2", "--no-progress")
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert "fails on its first step" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
 def test_an_env_typo_is_refused_before_a_cluster_starts(tmp_path):
     p = esnb("-v", "train", "es", "--env", "HalfCheetah-v9", "--workers", "2",
              "--out", str(tmp_path / "run"))
@@ -162,6 +205,15 @@ def test_an_env_typo_is_refused_before_a_cluster_starts(tmp_path):
 
 
 # -- the same rules in Python --------------------------------------------------------------
+def test_controls_say_which_settings_are_fixed():
+    r = ES("CartPole-v1", population=4, noise_size=200_000, client=False)
+    with pytest.raises(ValueError, match="hidden is fixed for this run"):
+        r.controls.set(hidden=(8,))
+    with pytest.raises(ValueError, match=r"unknown control\(s\) 'sigmaa' \(did you mean sigma\?\)"):
+        r.controls.set(sigmaa=0.1)
+    assert r.controls.version == 0
+
+
 def test_budgets_and_clusters_refuse_bad_numbers():
     from esnb import make_client
 
@@ -173,6 +225,10 @@ def test_budgets_and_clusters_refuse_bad_numbers():
     for bad in (0, -2, True, 1.5):
         with pytest.raises(ValueError, match="n_workers must be an integer >= 1"):
             make_client(bad)
+    with pytest.raises(ValueError, match="a LocalCluster of 10000 worker processes"):
+        make_client(10000)
+    with pytest.raises(ValueError, match="dashboard_address must be 'host:port'"):
+        make_client(2, dashboard_address="garbage:xyz")
 
 
 def test_stop_in_a_notebook_leaves_a_checkpoint(tmp_path):
@@ -193,6 +249,8 @@ def test_stop_in_a_notebook_leaves_a_checkpoint(tmp_path):
     (lambda m, a: m.__setitem__("iteration", -3), "iteration must be a finite number >= 0"),
     (lambda m, a: m["config"].__setitem__("env_kwargs", {"bogus": 1}), "do not fit"),
     (lambda m, a: m["config"].__setitem__("sigma", -1.0), "sigma must be"),
+    (lambda m, a: m.__setitem__("rng", "garbage"), "rng is not the state of a PCG64 generator"),
+    (lambda m, a: m.__setitem__("eval_rng", {"state": 1}), "eval_rng is not the state of a"),
 ])
 def test_checkpoints_are_checked_beyond_their_digest(tmp_path, damage, message):
     r = ES("CartPole-v1", population=4, noise_size=200_000, client=False, eval_interval=0)

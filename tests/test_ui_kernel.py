@@ -9,14 +9,8 @@ arrive while a long cell runs, i.e. that the UI does not depend on the kernel be
 from __future__ import annotations
 
 import json
-import os
 import queue
 import time
-from pathlib import Path
-
-import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
 
 SETUP = """
 import json, esnb
@@ -64,19 +58,11 @@ def _decoded(payload) -> str:
         return str(payload)
 
 
-def test_plot_and_status_reach_the_frontend_while_a_cell_runs(monkeypatch):
-    manager = pytest.importorskip("jupyter_client.manager")
-    pytest.importorskip("ipykernel")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    km, kc = manager.start_new_kernel(kernel_name="python3")
-    try:
-        out = _run(kc, SETUP)
-        ids = json.loads(next(m["content"]["text"] for m in out if m["msg_type"] == "stream"))
-        busy = _run(kc, BUSY)
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
+def test_plot_and_status_reach_the_frontend_while_a_cell_runs(kernel):
+    _, kc = kernel
+    out = _run(kc, SETUP)
+    ids = json.loads(next(m["content"]["text"] for m in out if m["msg_type"] == "stream"))
+    busy = _run(kc, BUSY)
 
     comm = [m for m in busy if m["msg_type"] == "comm_msg"]
     # BokehModel.send() is a widget's custom message: {"method": "custom", "content": ...}

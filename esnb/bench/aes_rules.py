@@ -24,20 +24,22 @@ import numpy as np
 
 from esnb.bench.aes_tables import COMBINATIONS  # the paper's Table 2 order
 from esnb.bench.report import Session
+from esnb.settings import integer, number
 
 
 def add_arguments(p) -> None:
     p.add_argument("--env", default="InvertedPendulum-v5", help="gymnasium environment id")
-    p.add_argument("--max-episode-steps", type=int, default=200, help="episode cap")
-    p.add_argument("--steps", type=float, default=8_000, help="env steps per run")
-    p.add_argument("--rl-start-step", type=int, default=1_000,
+    p.add_argument("--max-episode-steps", type=integer(1), default=200, help="episode cap")
+    p.add_argument("--steps", type=number(0, low_open=True), default=8_000,
+                   help="env steps per run")
+    p.add_argument("--rl-start-step", type=integer(0), default=1_000,
                    help="env steps before the first RL individual")
-    p.add_argument("--seeds", type=int, default=3, help="seeds per combination")
-    p.add_argument("--range", type=float, default=35.0,
+    p.add_argument("--seeds", type=integer(1), default=3, help="seeds per combination")
+    p.add_argument("--range", type=number(0, low_open=True), default=35.0,
                    help="r, and |f_b| of both baselines (about 1/6 of the best return)")
-    p.add_argument("--hidden", type=int, nargs="+", default=[32, 32],
+    p.add_argument("--hidden", type=integer(1), nargs="+", default=[32, 32],
                    help="actor and critic hidden sizes")
-    p.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes")
+    p.add_argument("--workers", type=integer(1), default=2, help="LocalCluster worker processes")
     p.add_argument("--combinations", nargs="+", default=None,
                    help="only these, as mean_rule:var_rule (default: all 10 of Table 2)")
     p.add_argument("--json", default=None,

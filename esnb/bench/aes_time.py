@@ -27,6 +27,7 @@ import os
 import time
 
 from esnb.bench.report import Session
+from esnb.settings import integer, number
 
 log = logging.getLogger("esnb.bench")
 
@@ -34,15 +35,16 @@ log = logging.getLogger("esnb.bench")
 def add_arguments(p) -> None:
     p.add_argument("--envs", nargs="+", default=["HalfCheetah-v5", "Hopper-v5"],
                    help="environments, one table row each")
-    p.add_argument("--steps", type=float, default=30_000, help="env-step budget per run")
-    p.add_argument("--rl-start-step", type=int, default=10_000,
+    p.add_argument("--steps", type=number(0, low_open=True), default=30_000,
+                   help="env-step budget per run")
+    p.add_argument("--rl-start-step", type=integer(0), default=10_000,
                    help="env steps before the first RL individual")
-    p.add_argument("--workers", type=int, default=3,
+    p.add_argument("--workers", type=integer(1), default=3,
                    help="LocalCluster workers (3 on 2 cores: oversubscribed, see the "
                         "description)")
-    p.add_argument("--hidden", type=int, nargs="+", default=[64, 64],
+    p.add_argument("--hidden", type=integer(1), nargs="+", default=[64, 64],
                    help="actor and critic sizes (esnb.rl.td3.CPU_FRIENDLY; paper 400 300)")
-    p.add_argument("--seed", type=int, default=0, help="seed of every random draw of a run")
+    p.add_argument("--seed", type=integer(0), default=0, help="seed of every random draw of a run")
     p.add_argument("--json", default=None,
                    help="also write the figures to this file (default: not written)")
 

@@ -20,6 +20,7 @@ import dask
 import numpy as np
 
 from esnb.bench.report import Session
+from esnb.settings import integer, number
 
 #: the settings the benchmark (and BENCHMARKS.md) uses for each variant
 SETTINGS = {
@@ -33,11 +34,11 @@ SETTINGS = {
 def add_arguments(p) -> None:
     p.add_argument("--variant", choices=("dqn", "dpg", "both"), default="both",
                    help="Ape-X DQN on CartPole-v1, Ape-X DPG on InvertedPendulum-v5, or both")
-    p.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes")
-    p.add_argument("--seed", type=int, default=0, help="seed of every random draw of a run")
-    p.add_argument("--dqn-seconds", type=float, default=None,
+    p.add_argument("--workers", type=integer(1), default=2, help="LocalCluster worker processes")
+    p.add_argument("--seed", type=integer(0), default=0, help="seed of every random draw of a run")
+    p.add_argument("--dqn-seconds", type=number(0, low_open=True), default=None,
                    help="time limit of the DQN run in seconds (default: 180)")
-    p.add_argument("--dpg-seconds", type=float, default=None,
+    p.add_argument("--dpg-seconds", type=number(0, low_open=True), default=None,
                    help="time limit of the DPG run in seconds (default: 300)")
     p.add_argument("--json", default=None,
                    help="also write the figures to this file (default: not written)")

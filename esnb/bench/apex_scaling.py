@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from esnb.bench.report import write_json
+from esnb.settings import integer, number
 
 #: what the paper's text reports (Atari unless said otherwise)
 PAPER = {
@@ -45,15 +46,15 @@ DEFAULTS = dict(env="CartPole-v1", actors=(1, 4, 16, 64), seconds=120.0, target=
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--actors", type=int, nargs="+", default=list(DEFAULTS["actors"]),
+    p.add_argument("--actors", type=integer(1), nargs="+", default=list(DEFAULTS["actors"]),
                    help="numbers of actors, one run each")
-    p.add_argument("--seconds", type=float, default=DEFAULTS["seconds"],
+    p.add_argument("--seconds", type=number(0, low_open=True), default=DEFAULTS["seconds"],
                    help="wall-clock budget per run")
-    p.add_argument("--target", type=float, default=DEFAULTS["target"],
+    p.add_argument("--target", type=number(None), default=DEFAULTS["target"],
                    help="greedy evaluation return that counts as solved")
-    p.add_argument("--workers", type=int, default=DEFAULTS["workers"],
+    p.add_argument("--workers", type=integer(1), default=DEFAULTS["workers"],
                    help="LocalCluster worker processes")
-    p.add_argument("--seed", type=int, default=DEFAULTS["seed"],
+    p.add_argument("--seed", type=integer(0), default=DEFAULTS["seed"],
                    help="seed of every random draw of a run")
     p.add_argument("--json", default=None,
                    help="also write the summary to this file (default: not written)")

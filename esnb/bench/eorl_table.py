@@ -22,6 +22,7 @@ import time
 import numpy as np
 
 from esnb.bench.report import write_json
+from esnb.settings import integer
 
 #: the paper's columns (CER included, for the printout)
 PAPER_COLUMNS = ("VAN", "CER", "HER", "PER", "CBE", "EORL-FIX", "CEM-RL", "EORL-05-00",
@@ -85,19 +86,19 @@ def add_arguments(p) -> None:
                    help="Table 1 (bitflip) or Table 3 (gridnav)")
     p.add_argument("--full", action="store_true",
                    help="the paper's setting: 10 seeds (GridNav: sizes 8-20)")
-    p.add_argument("--seeds", type=int, default=None,
+    p.add_argument("--seeds", type=integer(1), default=None,
                    help="seeds per cell, 0..N-1 (default: 3, 10 with --full)")
-    p.add_argument("--sizes", type=int, nargs="+", default=None,
+    p.add_argument("--sizes", type=integer(1), nargs="+", default=None,
                    help="sizes to run (default: bitflip 6-10; gridnav 8 12, with --full 8-20)")
     p.add_argument("--versions", nargs="+", default=None,
                    help="gridnav versions as SUBGOALS@STOCH, e.g. 1@0.1 2-@0 (default: every "
                         "version of the table)")
     p.add_argument("--algorithms", nargs="+", default=None,
                    help="table columns to run (default: all)")
-    p.add_argument("--episodes", type=int, default=None,
+    p.add_argument("--episodes", type=integer(1), default=None,
                    help="override the paper's episodes, for quick checks (default: the "
                         "paper's)")
-    p.add_argument("--workers", type=int, default=2, help="LocalCluster workers (0: inline)")
+    p.add_argument("--workers", type=integer(0), default=2, help="LocalCluster workers (0: inline)")
     p.add_argument("--address", default=None,
                    help="join this Dask scheduler instead (default: a LocalCluster)")
     p.add_argument("--out", default=None,

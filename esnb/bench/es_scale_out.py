@@ -33,6 +33,7 @@ jobs fit a small node.
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import tempfile
@@ -41,6 +42,7 @@ import time
 import numpy as np
 
 from esnb.bench.report import Session
+from esnb.settings import integer
 
 #: hidden layers of the two policies: ~5k and ~1M parameters on CartPole
 SIZES = {"5k": (64, 64), "1M": (1024, 1024)}
@@ -48,13 +50,29 @@ SIZES = {"5k": (64, 64), "1M": (1024, 1024)}
 PER_JOB = 2
 
 
+def _worker_counts(text: str) -> str:
+    """``--workers``: comma-separated worker counts, each an integer >= 1."""
+    count = integer(1)
+    for part in str(text).split(","):
+        count(part)  # raises argparse's one-line error
+    return text
+
+
+def _sizes(text: str) -> str:
+    unknown = [s for s in str(text).split(",") if s not in SIZES]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"must be among {', '.join(SIZES)}, got {text!r}")
+    return text
+
+
 def add_arguments(p) -> None:
-    p.add_argument("--workers", default="2,4,8,16,32",
+    p.add_argument("--workers", type=_worker_counts, default="2,4,8,16,32",
                    help="comma-separated worker counts, one cluster each")
-    p.add_argument("--sizes", default="5k,1M", help=f"policies among {', '.join(SIZES)}")
-    p.add_argument("--generations", type=int, default=8, help="measured generations each")
-    p.add_argument("--per-worker", type=int, default=4, help="episodes per worker")
-    p.add_argument("--episode-steps", type=int, default=20, help="cap of each episode")
+    p.add_argument("--sizes", type=_sizes, default="5k,1M",
+                   help=f"policies among {', '.join(SIZES)}")
+    p.add_argument("--generations", type=integer(1), default=8, help="measured generations each")
+    p.add_argument("--per-worker", type=integer(1), default=4, help="episodes per worker")
+    p.add_argument("--episode-steps", type=integer(1), default=20, help="cap of each episode")
     p.add_argument("--cluster", default="local", choices=("local", "slurm"),
                    help="local worker processes, or worker jobs on SLURM")
     p.add_argument("--replicas", action="store_true",

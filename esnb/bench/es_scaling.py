@@ -13,14 +13,15 @@ from __future__ import annotations
 import numpy as np
 
 from esnb.bench.report import Session
+from esnb.settings import integer
 
 
 def add_arguments(p) -> None:
     p.add_argument("--env", default="HalfCheetah-v5", help="gymnasium environment id")
-    p.add_argument("--generations", type=int, default=6, help="measured generations each")
-    p.add_argument("--population", type=int, default=40, help="episodes per generation")
-    p.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes")
-    p.add_argument("--raw-steps", type=int, default=20_000, help="raw steps per measurement")
+    p.add_argument("--generations", type=integer(1), default=6, help="measured generations each")
+    p.add_argument("--population", type=integer(2), default=40, help="episodes per generation")
+    p.add_argument("--workers", type=integer(1), default=2, help="LocalCluster worker processes")
+    p.add_argument("--raw-steps", type=integer(1), default=20_000, help="raw steps per measurement")
     p.add_argument("--json", default=None,
                    help="also write the figures to this file (default: not written)")
 

@@ -20,22 +20,25 @@ import time
 import numpy as np
 
 from esnb.bench.report import write_json
+from esnb.settings import integer, number
 
 SOLVED = 475.0
 
 
 def add_arguments(p) -> None:
     p.add_argument("--env", default="CartPole-v1", help="gymnasium environment id")
-    p.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes")
-    p.add_argument("--seed", type=int, default=0, help="seed of every random draw of a run")
-    p.add_argument("--time-limit", type=float, default=180.0, help="seconds for part 1")
-    p.add_argument("--eval-interval", type=int, default=25,
+    p.add_argument("--workers", type=integer(1), default=2, help="LocalCluster worker processes")
+    p.add_argument("--seed", type=integer(0), default=0, help="seed of every random draw of a run")
+    p.add_argument("--time-limit", type=number(0, low_open=True), default=180.0,
+                   help="seconds for part 1")
+    p.add_argument("--eval-interval", type=integer(0), default=25,
                    help="learner steps between greedy evaluations")
     p.add_argument("--lag-compare", action="store_true", help="also run part 2")
-    p.add_argument("--lags", type=int, nargs="+", default=[0, 25, 100],
+    p.add_argument("--lags", type=integer(0), nargs="+", default=[0, 25, 100],
                    help="part 2: policy lags injected, in parameter versions")
-    p.add_argument("--compare-steps", type=int, default=500, help="part 2: learner steps per run")
-    p.add_argument("--compare-seeds", type=int, default=2,
+    p.add_argument("--compare-steps", type=integer(1), default=500,
+                   help="part 2: learner steps per run")
+    p.add_argument("--compare-seeds", type=integer(1), default=2,
                    help="part 2: seeds per (lag, correction)")
     p.add_argument("--json", default=None,
                    help="also write the figures to this file (default: not written)")

@@ -21,19 +21,22 @@ import numpy as np
 import pandas as pd
 
 from esnb.bench.report import write_json
+from esnb.settings import integer, number
 
 
 def add_arguments(p) -> None:
     p.add_argument("--env", default="HalfCheetah-v5", help="gymnasium environment id")
-    p.add_argument("--steps", type=float, default=1_000_000, help="env steps per run")
-    p.add_argument("--lrs", type=float, nargs="+", default=[1e-3, 1e-2],
+    p.add_argument("--steps", type=number(0, low_open=True), default=1_000_000,
+                   help="env steps per run")
+    p.add_argument("--lrs", type=number(0, low_open=True), nargs="+", default=[1e-3, 1e-2],
                    help="learning rates, a low and a high one")
     p.add_argument("--ks", nargs="+", default=["0", "2", "4", "auto"],
                    help="IW updates per batch to compare (0: plain ES; auto: adaptive)")
-    p.add_argument("--seeds", type=int, default=3, help="seeds per (lr, K)")
-    p.add_argument("--population", type=int, default=40, help="episodes per generation")
-    p.add_argument("--sigma", type=float, default=0.02, help="std of the parameter perturbations")
-    p.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes")
+    p.add_argument("--seeds", type=integer(1), default=3, help="seeds per (lr, K)")
+    p.add_argument("--population", type=integer(2), default=40, help="episodes per generation")
+    p.add_argument("--sigma", type=number(0, low_open=True), default=0.02,
+                   help="std of the parameter perturbations")
+    p.add_argument("--workers", type=integer(1), default=2, help="LocalCluster worker processes")
     p.add_argument("--out", default="runs/iw-efficiency", help="folder for the plot and data")
 
 

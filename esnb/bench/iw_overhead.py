@@ -13,20 +13,22 @@ from __future__ import annotations
 import numpy as np
 
 from esnb.bench.report import Session
+from esnb.settings import integer
 
 TARGETS = {64: 1.10, 512: 1.25}
 
 
 def add_arguments(p) -> None:
     p.add_argument("--env", default="Ant-v5", help="gymnasium environment id")
-    p.add_argument("--hidden", type=int, nargs="+", default=[64, 256, 512],
+    p.add_argument("--hidden", type=integer(1), nargs="+", default=[64, 256, 512],
                    help="widths of the two hidden layers, one measurement each")
-    p.add_argument("--ks", type=int, nargs="+", default=[0, 1, 2, 3, 4, 5],
+    p.add_argument("--ks", type=integer(0), nargs="+", default=[0, 1, 2, 3, 4, 5],
                    help="IW updates per batch to compare (0: plain ES)")
-    p.add_argument("--population", type=int, default=20, help="episodes per generation")
-    p.add_argument("--generations", type=int, default=3, help="measured generations per K")
-    p.add_argument("--episode-steps", type=int, default=1000, help="fixed length of every episode")
-    p.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes")
+    p.add_argument("--population", type=integer(2), default=20, help="episodes per generation")
+    p.add_argument("--generations", type=integer(1), default=3, help="measured generations per K")
+    p.add_argument("--episode-steps", type=integer(1), default=1000,
+                   help="fixed length of every episode")
+    p.add_argument("--workers", type=integer(1), default=2, help="LocalCluster worker processes")
     p.add_argument("--json", default=None,
                    help="also write the figures to this file (default: not written)")
 

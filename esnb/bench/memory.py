@@ -22,6 +22,7 @@ import subprocess
 import sys
 
 from esnb.bench.report import Session
+from esnb.settings import integer
 
 #: the measured program, as source: it uses only what every esnb version has (make_client, ES,
 #: step), so ``--compare`` can run it on an older tree
@@ -75,12 +76,12 @@ MB = 1e6
 
 def add_arguments(p) -> None:
     p.add_argument("--env", default="HalfCheetah-v5", help="gymnasium environment id")
-    p.add_argument("--workers", type=int, nargs="+", default=[2, 4, 8],
+    p.add_argument("--workers", type=integer(1), nargs="+", default=[2, 4, 8],
                    help="LocalCluster sizes to measure memory with")
-    p.add_argument("--generations", type=int, default=3,
+    p.add_argument("--generations", type=integer(1), default=3,
                    help="generations run before memory is read")
-    p.add_argument("--population", type=int, default=40, help="episodes per generation")
-    p.add_argument("--cold-starts", type=int, default=3,
+    p.add_argument("--population", type=integer(2), default=40, help="episodes per generation")
+    p.add_argument("--cold-starts", type=integer(1), default=3,
                    help="cold starts measured (2 workers; the median is reported)")
     p.add_argument("--compare", default=None, metavar="DIR",
                    help="also measure the esnb in DIR (a worktree of another commit), "

@@ -24,18 +24,21 @@ import dask
 import numpy as np
 
 from esnb.bench.report import Session
+from esnb.settings import integer, number
 
 SPEC = {"obs": ((8,), "float32"), "action": "int64", "reward": "float32",
         "next_obs": ((8,), "float32"), "discount": "float32"}
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--capacity", type=int, default=2 ** 20,
+    p.add_argument("--capacity", type=integer(1), default=2 ** 20,
                    help="replay capacity in transitions (filled before measuring)")
-    p.add_argument("--batch", type=int, default=512, help="sample batch size")
-    p.add_argument("--insert-batch", type=int, default=500, help="transitions per insert call")
-    p.add_argument("--seconds", type=float, default=3.0, help="length of each measurement")
-    p.add_argument("--repeats", type=int, default=3, help="measurements each (median)")
+    p.add_argument("--batch", type=integer(1), default=512, help="sample batch size")
+    p.add_argument("--insert-batch", type=integer(1), default=500,
+                   help="transitions per insert call")
+    p.add_argument("--seconds", type=number(0, low_open=True), default=3.0,
+                   help="length of each measurement")
+    p.add_argument("--repeats", type=integer(1), default=3, help="measurements each (median)")
     p.add_argument("--no-cluster", action="store_true", help="in-process figures only")
     p.add_argument("--json", default=None,
                    help="also write the figures to this file (default: not written)")

@@ -1,5 +1,9 @@
 """Soak: ES and Ape-X side by side for minutes; memory must stay flat and nothing be lost.
 
+With ``--faults``: the fault soak instead (:mod:`esnb.bench.fault_soak`): Ape-X DQN, AES-RL and
+IMPALA through a seeded schedule of killed and added workers, a killed replay and a stopped and
+resumed driver, every lost transition counted.
+
 Each runner gets a LocalCluster of its own (Ape-X's actor loops hold their workers' threads,
 which would starve ES's rollouts on a shared cluster). Every ``--interval`` seconds the driver's
 resident memory and every worker's (as the worker reports it to the scheduler) are sampled;
@@ -21,25 +25,43 @@ import time
 import numpy as np
 
 from esnb.bench.report import write_json
+from esnb.settings import integer, number
 
 MB = 1024 * 1024
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--minutes", type=float, default=10.0, help="how long both runs last")
-    p.add_argument("--interval", type=float, default=30.0, help="seconds between samples")
-    p.add_argument("--warmup", type=float, default=60.0,
+    p.add_argument("--minutes", type=number(0, low_open=True), default=10.0,
+                   help="how long both runs last")
+    p.add_argument("--interval", type=number(0, low_open=True), default=30.0,
+                   help="seconds between samples")
+    p.add_argument("--warmup", type=number(0), default=60.0,
                    help="seconds of samples left out of the slope (imports, first buffers)")
-    p.add_argument("--workers", type=int, default=2, help="workers of each cluster")
+    p.add_argument("--workers", type=integer(1), default=None,
+                   help="workers of each cluster (default: 2; with --faults: 4)")
     p.add_argument("--es-env", default="HalfCheetah-v5", help="environment of the ES run")
-    p.add_argument("--population", type=int, default=40, help="ES episodes per generation")
+    p.add_argument("--population", type=integer(2), default=40, help="ES episodes per generation")
     p.add_argument("--apex-env", default="CartPole-v1", help="environment of the Ape-X run")
-    p.add_argument("--apex-actors", type=int, default=2, help="Ape-X actors")
+    p.add_argument("--apex-actors", type=integer(1), default=2, help="Ape-X actors")
     p.add_argument("--no-apex", action="store_true", help="soak ES alone")
-    p.add_argument("--max-slope", type=float, default=2.0,
+    p.add_argument("--max-slope", type=number(None), default=2.0,
                    help="MB/min above which a process counts as growing (exit code 1)")
     p.add_argument("--json", default=None,
                    help="also write samples and figures to this file (default: not written)")
+    faults = p.add_argument_group("fault soak (--faults)")
+    faults.add_argument("--faults", action="store_true",
+                        help="run the fault soak instead (esnb.bench.fault_soak)")
+    faults.add_argument("--algorithms", nargs="+", default=["apex", "aesrl", "impala"],
+                        choices=["apex", "aesrl", "impala"], help="runs to soak, one at a time")
+    faults.add_argument("--seed", type=integer(0), default=0,
+                        help="seed of the fault schedule (order, victims)")
+    faults.add_argument("--between", type=integer(1), default=5,
+                        help="iterations the run makes between two faults")
+    faults.add_argument("--rounds", type=integer(1), default=1,
+                        help="times each algorithm takes its whole set of faults")
+    faults.add_argument("--out", default=None,
+                        help="folder of the runs and their driver logs (default: a temporary "
+                             "folder, kept)")
 
 
 def slope_mb_per_min(t: np.ndarray, rss: np.ndarray) -> float:
@@ -165,8 +187,12 @@ def _report(samples, runners, warmup, population, workers) -> dict:
 
 
 def run(args) -> int:
+    if args.faults:
+        from esnb.bench import fault_soak
+
+        return fault_soak.run(args)
     t_start = time.perf_counter()
-    r = measure(args.minutes, args.interval, args.warmup, args.workers, args.es_env,
+    r = measure(args.minutes, args.interval, args.warmup, args.workers or 2, args.es_env,
                 args.population, None if args.no_apex else args.apex_env, args.apex_actors)
     print()
     print(f"soak: {r['minutes']:.1f} min, {r['samples']} samples every {args.interval:g} s, "

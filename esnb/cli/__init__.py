@@ -82,7 +82,9 @@ TRAINERS: dict[str, Trainer] = {
 BENCHMARKS: dict[str, str] = {
     "es-scaling": "esnb.bench.es_scaling",
     "es-scale-out": "esnb.bench.es_scale_out",
+    "interrupts": "esnb.bench.interrupts",
     "memory": "esnb.bench.memory",
+    "noise": "esnb.bench.noise",
     "replay": "esnb.bench.replay",
     "apex": "esnb.bench.apex",
     "apex-scaling": "esnb.bench.apex_scaling",
@@ -181,12 +183,14 @@ def main(argv: list[str] | None = None) -> int:
         import distributed  # noqa: F401
 
         logging.getLogger("distributed").setLevel(logging.WARNING)
+    from esnb import config
     from esnb.cli import common
 
     if getattr(args, "unavailable", None):
         print(f"esnb: error: {args.unavailable}", file=sys.stderr)
         return 2
     try:
+        config.check()  # every esnb.* dask setting, before anything starts
         if args.command == "demo":
             return common.run_demo(args)
         if args.command == "docs":

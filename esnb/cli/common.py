@@ -10,30 +10,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from esnb.settings import PRESETS
-
-
-def _workers(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"must be an integer >= 0, got {text!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0 (0: this process), got {n}")
-    return n
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number of "
-                                         f"seconds >= 0, got {text!r}")
-    return value
-
+from esnb.settings import PRESETS, integer, number
 
 DEMO_DESCRIPTION = """OpenAI-ES learns HalfCheetah-v5 on 2 local workers.
 
@@ -50,7 +27,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     add_cluster_arguments(p)
     p.add_argument("--name", default=None,
                    help="run name: the folder runs/<name> (default: <algorithm>-<time>)")
-    p.add_argument("--final-eval", type=int, default=10, metavar="EPISODES",
+    p.add_argument("--final-eval", type=integer(0), default=10, metavar="EPISODES",
                    help="noise-free episodes of the final policy (default: 10; 0: none)")
     p.add_argument("--resume", default=None, metavar="RUN",
                    help="continue the run in this run folder (or checkpoint file); live "
@@ -59,7 +36,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_cluster_arguments(p: argparse.ArgumentParser, workers: int = 2) -> None:
-    p.add_argument("--workers", type=_workers, default=workers,
+    p.add_argument("--workers", type=integer(0), default=workers,
                    help=f"LocalCluster worker processes (0: run in this process; default: "
                         f"{workers})")
     p.add_argument("--address", default=None,
@@ -67,7 +44,7 @@ def add_cluster_arguments(p: argparse.ArgumentParser, workers: int = 2) -> None:
                         "(default: a LocalCluster, or dask config esnb.cluster.type)")
     p.add_argument("--out", default=None,
                    help="run folder (default: runs/<name>, or the resumed run's folder)")
-    p.add_argument("--checkpoint-every", type=_seconds, default=60.0, metavar="SECONDS",
+    p.add_argument("--checkpoint-every", type=number(0), default=60.0, metavar="SECONDS",
                    help="write the run's checkpoint this often, and when it ends (default: 60)")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar (default: a bar on stderr)")
@@ -78,9 +55,10 @@ def add_cluster_arguments(p: argparse.ArgumentParser, workers: int = 2) -> None:
 
 
 def add_demo_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--steps", type=float, default=2_000_000, metavar="N",
+    p.add_argument("--steps", type=number(0, low_open=True), default=2_000_000, metavar="N",
                    help="env-step budget (whole generations: the last one may pass it)")
-    p.add_argument("--seed", type=int, default=0, help="seed of every random draw of the run")
+    p.add_argument("--seed", type=integer(0), default=0,
+                   help="seed of every random draw of the run")
     add_cluster_arguments(p)
 
 
@@ -193,8 +171,9 @@ def run(cls, values: dict, args, command: str, budget: dict, default_budget: dic
     started = time.perf_counter()
     plan = runs.plan_run(cls, values, args)
     board_dir = tensorboard_dir(args, plan.folder)  # before any cluster: the extra is there
-    with session(args.workers, args.address) as executor:
+    with runs.Interrupts() as interrupts, session(args.workers, args.address) as executor:
         runner = runs.build_runner(plan, executor)
+        interrupts.watch(runner)
         runner.keep_checkpoints(plan.folder / "checkpoint.npz", every=args.checkpoint_every)
         board = None
         if board_dir is not None:
@@ -213,14 +192,14 @@ def run(cls, values: dict, args, command: str, budget: dict, default_budget: dic
         if note:
             print(note, file=sys.stderr)
         progress = Progress(runner, unit, total, disable=args.no_progress)
-        with runs.Interrupts(runner) as interrupts:
-            runner.start(**todo)
-            try:
+        try:
+            if interrupts.signum is None:  # a signal while the cluster started: no run
+                runner.start(**todo)
                 runner.wait()
-            finally:
-                progress.close()
-                if board is not None:
-                    board.close()
+        finally:
+            progress.close()
+            if board is not None:
+                board.close()
         if interrupts.signum is not None:
             finish(runner, args, started, plan.folder, evaluate=False)
             print(runs.stopped_line(runner, interrupts.signum,
@@ -228,7 +207,7 @@ def run(cls, values: dict, args, command: str, budget: dict, default_budget: dic
                   file=sys.stderr)
             return interrupts.exit_code
         finish(runner, args, started, plan.folder)
-    return 0
+    return interrupts.exit_code  # a signal during the final evaluation: it was finished
 
 
 def run_training(trainer, args) -> int:

@@ -55,20 +55,42 @@ def check_name(name: str) -> str:
 def plan_run(cls: type, values: dict[str, Any], args) -> Plan:
     """Validate everything the run needs before a cluster starts: settings (or the
     checkpoint and what the flags change in it), the env id, the run folder."""
-    from esnb.envs.make import check_env_id
     from esnb.runners.checkpoint import check_writable
 
-    if args.workers < 0:
-        raise ValueError(f"--workers must be >= 0 (0: this process), got {args.workers}")
+    check_cluster(args)
     if args.resume:
         return _plan_resume(cls, values, args)
     config = cls.Config.build(args.preset, **values)
-    if not config.declarations()["env"][0].choices:  # a choice of envs is checked already
-        check_env_id(config.env)
-    name = check_name(args.name) if args.name else \
+    check_env(config)
+    name = check_name(args.name) if args.name is not None else \
         f"{cls.algorithm.lower()}-{time.strftime('%Y%m%d-%H%M%S')}"
     folder = check_writable(Path(args.out) if args.out else RUNS / name)
     return Plan(cls, folder, name, settings=config.to_dict())
+
+
+def check_cluster(args) -> None:
+    """``--workers`` and ``--address`` before anything starts."""
+    from esnb import config
+
+    if args.workers < 0:
+        raise ValueError(f"--workers must be >= 0 (0: this process), got {args.workers}")
+    if args.address:
+        from esnb.cluster import check_address
+
+        check_address(args.address, "--address")
+    else:
+        config.check_local_workers(args.workers, "--workers")
+
+
+def check_env(config) -> None:
+    """The run's environment exists and takes its keyword arguments: one step of it here,
+    before any cluster starts (a wrong value fails there, not deep inside a worker)."""
+    from esnb.envs.make import check_env_works
+
+    if config.declarations()["env"][0].choices:  # esnb's own envs, made by their runner
+        return
+    check_env_works(config.env, getattr(config, "env_kwargs", None) or {},
+                    getattr(config, "max_episode_steps", None))
 
 
 def _plan_resume(cls: type, values: dict[str, Any], args) -> Plan:
@@ -89,7 +111,9 @@ def _plan_resume(cls: type, values: dict[str, Any], args) -> Plan:
     if fixed:
         raise ValueError(f"{path} was run with other fixed settings; leave them out or start "
                          f"a new run: {', '.join(fixed)}")
-    name = check_name(args.name) if args.name else meta.get("name", path.parent.name)
+    check_env(config)  # a checkpoint's env kwargs may need what this machine lacks
+    name = check_name(args.name) if args.name is not None else \
+        meta.get("name", path.parent.name)
     folder = check_writable(Path(args.out) if args.out else path.parent)
     return Plan(cls, folder, name, resume=path, live_changes=live,
                 saved_target=dict(meta.get("target") or {}))
@@ -114,10 +138,15 @@ def remaining(runner, given: dict[str, float], default: dict[str, float],
 
 
 class Interrupts:
-    """SIGINT and SIGTERM while a run goes: the first stops it after its current iteration (the
-    runner then writes its checkpoint); a second SIGINT exits at once."""
+    """SIGINT and SIGTERM from the moment a command starts its cluster: the first stops the run
+    after its current iteration (the runner then writes its checkpoint), or, before the run
+    has started, keeps it from starting; a second SIGINT exits at once.
 
-    def __init__(self, runner):
+    The workers of esnb's own LocalCluster ignore both signals (:mod:`esnb.cluster.signals`):
+    a terminal sends Ctrl-C to the whole process group, and they are the driver's to stop.
+    """
+
+    def __init__(self, runner=None):
         self.runner = runner
         self.signum: int | None = None
         self._old: dict[int, Any] = {}
@@ -131,16 +160,25 @@ class Interrupts:
         for sig, old in self._old.items():
             signal.signal(sig, old)
 
+    def watch(self, runner) -> None:
+        """From now on a signal stops ``runner``."""
+        self.runner = runner
+        if self.signum is not None:
+            runner.stop()
+
     def _handle(self, signum, frame) -> None:
         if self.signum is not None and signum == signal.SIGINT:
             sys.stderr.write("\nesnb: interrupted twice: exiting now\n")
             os._exit(130)
         if self.signum is None:
             self.signum = signum
-            sys.stderr.write(f"\nesnb: {signal.Signals(signum).name}: stopping after the "
-                             f"current iteration and writing a checkpoint (Ctrl-C again to "
-                             f"quit at once)\n")
-            self.runner.stop()
+            what = ("stopping after the current iteration and writing a checkpoint"
+                    if self.runner is not None and self.runner.running
+                    else "not starting the run")
+            sys.stderr.write(f"\nesnb: {signal.Signals(signum).name}: {what} (Ctrl-C again "
+                             f"to quit at once)\n")
+            if self.runner is not None:
+                self.runner.stop()
 
     @property
     def exit_code(self) -> int:

@@ -60,7 +60,7 @@ class Trainer:
         for flag, (key, text) in self.budgets.items():
             default = (f"{self.default_budget[key]:g} if no budget flag is given"
                        if key in self.default_budget else "no limit")
-            budget.add_argument("--" + flag, dest=f"budget_{key}", type=budget_amount,
+            budget.add_argument("--" + flag, dest=f"budget_{key}", type=settings_mod.number(0),
                                 default=None, metavar="N", help=f"{text} (default: {default})")
         for flag, kw in self.extra.items():
             p.add_argument("--" + flag, **kw)
@@ -78,14 +78,3 @@ class Trainer:
         if self.adapt:
             runner, values = load(self.adapt)(args, values)
         return runner, values
-
-
-def budget_amount(text: str) -> float:
-    """A budget flag's value: a finite number >= 0 (``1e6`` is fine; NaN never ends a run)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
-    return value

@@ -31,6 +31,7 @@ Per-worker state (the noise table, torch's thread count) is built on each worker
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import numbers
 import os
@@ -60,10 +61,11 @@ from esnb.cluster.plugins import (
     register_noise_table,
 )
 from esnb.cluster.security import make_security
+from esnb.cluster.signals import IgnoreGroupSignals, spawned_processes_ignore
 from esnb.config import CLUSTER_TYPES
 from esnb.noise import NoiseConfig
 
-__all__ = ["ACTOR_RESOURCE", "CLUSTER_TYPES", "JOBQUEUE_CLASSES", "ActorWorker",
+__all__ = ["ACTOR_RESOURCE", "CLUSTER_TYPES", "JOBQUEUE_CLASSES", "ActorWorker", "check_address",
            "EsnbAdaptive", "EsnbClient", "KeepActorWorkers", "NoiseTablePlugin",
            "QuietDeathsPlugin",
            "TorchThreadsPlugin", "actor_resources", "lifetime_args", "make_client",
@@ -156,6 +158,11 @@ def make_client(n_workers: int | None = None, *, address: str | None = None,
     if kind not in CLUSTER_TYPES:
         raise ValueError(f"esnb.cluster.type {kind!r} is unknown; valid types: "
                          f"{', '.join(CLUSTER_TYPES)}")
+    if dashboard_address is not None and not config.host_port(dashboard_address):
+        raise ValueError(f"dashboard_address must be 'host:port' or ':port' (a port in "
+                         f"[0, 65535]), got {dashboard_address!r}")
+    if kind == "local" and not address and n_workers is not None:
+        config.check_local_workers(int(n_workers))
     sec = make_security(security if security is not None else config.get("cluster.security"))
     if address or kind == "address":
         address = address or config.get("cluster.address")
@@ -200,7 +207,9 @@ def _local_cluster(n_workers, threads, processes, sec, dashboard_address, kwargs
     from distributed import LocalCluster
 
     if n_workers is None:
-        n_workers = config.get("cluster.n-workers") or os.cpu_count() or 1
+        n_workers = config.check_local_workers(
+            int(config.get("cluster.n-workers") or os.cpu_count() or 1),
+            "esnb.cluster.n-workers")
     kwargs = {**underscored(config.get("cluster.kwargs") or {}), **kwargs}
     host = kwargs.pop("host", config.get("cluster.host", "127.0.0.1"))
     processes = config.get("cluster.processes", True) if processes is None else processes
@@ -208,20 +217,67 @@ def _local_cluster(n_workers, threads, processes, sec, dashboard_address, kwargs
         # threads only: dask would pick "inproc://", which takes no host (a host fails the
         # scheduler's start) and links the dashboard to the machine's address; stay on TCP
         kwargs.setdefault("protocol", "tcp://")
-    return LocalCluster(
-        n_workers=int(n_workers),
-        threads_per_worker=threads,
-        processes=processes,
-        host=host,
-        dashboard_address=dashboard_address_for(dashboard_address, host),
-        security=sec,
-        **kwargs,
-    )
+    ignoring = contextlib.nullcontext()
+    if processes:
+        # a terminal's Ctrl-C, scancel's SIGTERM and a notebook's interrupt reach the whole
+        # process group: these workers are the driver's to stop (esnb.cluster.signals)
+        kwargs["plugins"] = {*kwargs.get("plugins", ()), IgnoreGroupSignals()}
+        ignoring = spawned_processes_ignore()
+    with ignoring:
+        return LocalCluster(
+            n_workers=int(n_workers),
+            threads_per_worker=threads,
+            processes=processes,
+            host=host,
+            dashboard_address=dashboard_address_for(dashboard_address, host),
+            security=sec,
+            **kwargs,
+        )
+
+
+def check_address(address: str, what: str = "address") -> str:
+    """``address`` if it reads as a scheduler's (``[protocol://]host:port``), else one error
+    naming ``what``."""
+    from distributed.comm import parse_address, parse_host_port
+
+    try:
+        protocol, location = parse_address(str(address))
+        if protocol in ("tcp", "tls"):
+            parse_host_port(location)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{what} {address!r} is no scheduler address "
+                         f"([tcp://]host:port): {exc}") from None
+    return address
+
+
+def _refused(address: str) -> str | None:
+    """Why nothing can answer at a TCP ``address`` at once (a refused connection), else None:
+    dask would retry a refused port until its connect timeout (30 s by default)."""
+    import socket
+
+    from distributed.comm import parse_address, parse_host_port
+
+    protocol, location = parse_address(address)
+    if protocol not in ("tcp", "tls"):
+        return None
+    host, port = parse_host_port(location)
+    try:
+        with socket.create_connection((host, port), timeout=5):
+            return None
+    except ConnectionRefusedError:
+        return f"connection refused: nothing listens on {host}:{port}"
+    except OSError:  # unreachable, filtered, unresolvable: dask's own timeout decides
+        return None
 
 
 def _connect(address: str, set_as_default: bool, sec) -> Client:
-    """A client of the scheduler at ``address``; an unreachable one is one clear error after
-    dask's connect timeout (``distributed.comm.timeouts.connect``), not a traceback."""
+    """A client of the scheduler at ``address``; an unreachable one is one clear error (at
+    once when the port refuses, else after dask's connect timeout
+    ``distributed.comm.timeouts.connect``), not a traceback."""
+    check_address(address)
+    refused = _refused(address)
+    if refused:
+        raise ValueError(f"cannot reach a Dask scheduler at {address!r}: {refused}")
     timeout = dask.config.get("distributed.comm.timeouts.connect")
     try:
         return Client(address, set_as_default=set_as_default, security=sec, timeout=timeout)

@@ -49,6 +49,11 @@ ECHOES = re.compile("|".join((
     r"Async instruction for .* ended with CancelledError",
     # a dead worker's scratch folder, purged by two processes at once
     r"Failed to remove .*No such file or directory",
+    # dask's own leftover when a result() timed out (its gather task ends with AllExit)
+    r"Task exception was never retrieved\nfuture: .*exception=AllExit\(\)",
+    # the cluster closing while a worker is still in a long task (an RL individual, a critic
+    # chunk): its nanny kills it, which is what closing it asks for
+    r"Worker process still alive after [\d.]+ seconds, killing",
 )))
 
 #: the scheduler's "Couldn't gather keys: {key: state}" is an echo while every key is being
@@ -84,10 +89,13 @@ class DeathEchoes(logging.Filter):
 
 
 def _lost(exc: BaseException | None) -> bool:
-    """A lost connection: one of :data:`LOST`, or an ``OSError`` raised from one (dask's
-    "Timed out trying to connect" after its retries were refused)."""
+    """A lost connection: one of :data:`LOST`, an ``OSError`` raised from one (dask's
+    "Timed out trying to connect" after its retries were refused), or a call still on its way
+    when its client closed ("ConnectionPool is closed": an actor call in flight as a run
+    stops)."""
     while exc is not None:
-        if type(exc).__name__ in LOST:
+        if type(exc).__name__ in LOST or (
+                type(exc) is RuntimeError and str(exc) == "ConnectionPool is closed"):
             return True
         if not isinstance(exc, OSError):
             return False
@@ -146,11 +154,22 @@ def _count(items, noun: str) -> str:
 
 
 def report_deaths(client) -> None:
-    """Log one line on ``esnb.cluster`` for each worker of ``client``'s cluster that dies."""
+    """Log one line on ``esnb.cluster`` for each worker of ``client``'s cluster that dies, and
+    keep the addresses of the workers that left (died or retired) in
+    ``client.esnb_gone_workers``: an actor there is lost, which its next call would only say
+    after a timeout (a replay only tasks call)."""
+    gone: set[str] = set()
+    client.esnb_gone_workers = gone
 
     def on_event(event) -> None:
         _, msg = event
-        line = death_line(msg) if isinstance(msg, dict) else None
+        if not isinstance(msg, dict):
+            return
+        if msg.get("action") == "remove-worker" and msg.get("worker"):
+            gone.add(str(msg["worker"]))
+        elif msg.get("action") == "add-worker" and msg.get("worker"):
+            gone.discard(str(msg["worker"]))  # an address a new worker took again
+        line = death_line(msg)
         if line:
             log.warning(line)
 

@@ -11,7 +11,7 @@ import sys
 from distributed import Client, SchedulerPlugin, WorkerPlugin
 
 from esnb.lazy import after_import
-from esnb.noise import NoiseConfig, drop_noise_table, get_noise_table
+from esnb.noise import NoiseConfig, NoiseTableMismatch, drop_noise_table, get_noise_table
 
 #: worker resource of the long-lived worker that holds actors
 ACTOR_RESOURCE = "esnb-actor"
@@ -20,7 +20,9 @@ ACTOR_RESOURCE = "esnb-actor"
 class NoiseTablePlugin(WorkerPlugin):
     """Builds the noise table on every worker, off the event loop (heartbeats keep flowing).
 
-    Registering it again with the same table is a no-op (``idempotent``).
+    A worker whose table has another digest than ``noise.digest`` (the driver's) fails the
+    registration with :class:`~esnb.noise.NoiseTableMismatch`. Registering it again with the
+    same table is a no-op (``idempotent``).
     """
 
     idempotent = True
@@ -31,7 +33,10 @@ class NoiseTablePlugin(WorkerPlugin):
 
     async def setup(self, worker):
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, get_noise_table, self.noise)
+        try:
+            await loop.run_in_executor(None, get_noise_table, self.noise)
+        except NoiseTableMismatch as exc:  # refuses the run: say which worker
+            raise NoiseTableMismatch(f"worker {worker.address}: {exc}") from None
 
     def teardown(self, worker):
         drop_noise_table(self.noise)

@@ -84,10 +84,36 @@ def make_env(env_id: str, seed: int | None = None, max_episode_steps: int | None
     return env
 
 
+def check_env_works(env_id: str, env_kwargs: dict, max_episode_steps: int | None = None) -> None:
+    """Make ``env_id`` with ``env_kwargs``, reset it and take one random step: a keyword the
+    environment accepts but cannot use (``{"g": "abc"}``, a ``render_mode`` whose extra is
+    missing) fails here as one ``ValueError`` instead of inside a run."""
+    env = make_env(env_id, max_episode_steps=max_episode_steps, **env_kwargs)
+    try:
+        first_step(env, env_id, env_kwargs)
+    finally:
+        env.close()
+
+
+def first_step(env: gym.Env, env_id: str, env_kwargs: dict) -> None:
+    """Reset ``env`` and take one random step; whatever it raises becomes one ``ValueError``
+    naming the id and its keyword arguments."""
+    try:
+        env.reset(seed=0)
+        env.action_space.seed(0)
+        env.step(env.action_space.sample())
+    except Exception as exc:  # noqa: BLE001 - whatever the environment raises, said in one line
+        detail = str(exc).splitlines()[0] if str(exc) else ""
+        raise ValueError(f"{env_id!r} with env_kwargs {env_kwargs!r} fails on its first step: "
+                         f"{type(exc).__name__}: {detail}") from None
+
+
 def env_spaces(env_id: str, **kwargs):
-    """``(observation_space, action_space, max_episode_steps)`` of an id, from one instance."""
+    """``(observation_space, action_space, max_episode_steps)`` of an id, from one instance
+    that has taken a step (its keyword arguments work: :func:`first_step`)."""
     env = make_env(env_id, **kwargs)
     try:
+        first_step(env, env_id, kwargs)
         limit = env.spec.max_episode_steps if env.spec is not None else None
         return env.observation_space, env.action_space, limit
     finally:

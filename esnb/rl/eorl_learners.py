@@ -33,6 +33,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from esnb.record import restore_rng
 from esnb.replay import ReplayBuffer, join_state, split_state
 from esnb.rl.constants import BATCH_SIZE, BUFFER_FACTOR, EPOCHS, HIDDEN, LR, resolve_env
 from esnb.rl.eorl_episodes import (
@@ -333,7 +334,7 @@ class MCLearner:
             meta["buffer"], {k[7:]: v for k, v in arrays.items() if k.startswith("buffer.")}))
         self.states.load(arrays["states"])
         for k, r in self.rngs.items():
-            r.bit_generator.state = meta["rngs"][k]
+            restore_rng(r, meta["rngs"][k], f"rngs[{k}]")
         self.episode = int(meta["episode"])
         self.env_steps = int(meta["env_steps"])
         self.epsilon = float(meta["epsilon"])

@@ -85,6 +85,8 @@ class UnrollQueue:
         Unrolls dropped because the environment returned a non-finite number.
     dropped_length : int
         Unrolls dropped because their length was not the current ``unroll_length``.
+    dropped_frames : int
+        Frames (steps) of all dropped unrolls.
     """
 
     _KEYS = ("obs", "actions", "rewards", "terminated", "truncated", "behaviour_log_probs")
@@ -93,9 +95,15 @@ class UnrollQueue:
         self._blocks: deque[dict] = deque()
         self.dropped_nonfinite = 0
         self.dropped_length = 0
+        self.dropped_frames = 0
 
     def __len__(self) -> int:
         return sum(b["n"] - b["cursor"] for b in self._blocks)
+
+    @property
+    def frames(self) -> int:
+        """Frames (steps) of the queued unrolls."""
+        return sum((b["n"] - b["cursor"]) * b["T"] for b in self._blocks)
 
     def add(self, result: dict) -> int:
         """Queue the unrolls of one actor task (its finite ones); returns how many."""
@@ -104,6 +112,7 @@ class UnrollQueue:
         t_pos, u_pos, t_obs = result["trunc_t"], result["trunc_u"], result["trunc_obs"]
         if not keep.all():
             self.dropped_nonfinite += int((~keep).sum())
+            self.dropped_frames += int((~keep).sum()) * int(block["rewards"].shape[0])
             new_index = np.cumsum(keep) - 1  # old unroll -> new position
             for k in self._KEYS:
                 block[k] = block[k][:, keep]
@@ -125,6 +134,7 @@ class UnrollQueue:
                 kept.append(b)
             else:
                 self.dropped_length += b["n"] - b["cursor"]
+                self.dropped_frames += (b["n"] - b["cursor"]) * b["T"]
         self._blocks = kept
         return len(self)
 

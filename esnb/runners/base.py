@@ -92,6 +92,10 @@ class Runner:
         self._iter_lock = threading.RLock()  # one iteration (or save) at a time
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
+        # set by start(), cleared by the thread as it ends: Thread.is_alive() and join() are
+        # not trusted, because CPython (< 3.13) marks a thread stopped when a KeyboardInterrupt
+        # (a notebook's interrupt button) cuts a join() short, while it still runs
+        self._alive = False
         self._state = "idle"
         self._paused = False
         self._stop_requested = False
@@ -119,6 +123,11 @@ class Runner:
     def _load_state_dict(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         raise NotImplementedError
 
+    def _quiesce(self) -> None:
+        """The run has ended (stopped or finished): stop what still produces data on the
+        cluster (actor loops, evaluations in flight) before the last checkpoint, so that the
+        checkpoint holds everything it produced. Default: nothing runs between iterations."""
+
     def config_dict(self) -> dict[str, Any]:
         """The settings that rebuild this runner (JSON-able), as checkpoints store them."""
         return self.config.to_dict()
@@ -127,8 +136,7 @@ class Runner:
         """Stop the run and release what the runner holds on the cluster (actors, pinned
         tasks). Subclasses holding such things extend it; ``with runner:`` calls it."""
         self.stop()
-        if self.running:
-            self._thread.join()
+        self.wait_ended()
 
     def __enter__(self) -> Runner:
         return self
@@ -143,7 +151,7 @@ class Runner:
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._alive
 
     def start(self, paused: bool = False, **budget: float) -> Runner:
         """Run on a background thread and return at once.
@@ -166,9 +174,14 @@ class Runner:
             self._pending_steps = 0
             self.error = None
             self._state = "running"
-            self._thread = threading.Thread(target=self._loop, name=f"esnb-{self.name}",
+            self._thread = threading.Thread(target=self._thread_main, name=f"esnb-{self.name}",
                                             daemon=True)
-            self._thread.start()
+            self._alive = True
+            try:
+                self._thread.start()
+            except BaseException:
+                self._alive = False
+                raise
         return self
 
     def pause(self) -> None:
@@ -192,15 +205,26 @@ class Runner:
             self._cond.notify_all()
 
     def wait(self, timeout: float | None = None) -> Runner:
-        """Block until the background run ends; re-raise its error if it failed."""
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout)
-            if thread.is_alive():
-                raise TimeoutError(f"{self.algorithm} runner still running after {timeout} s")
+        """Block until the background run ends; re-raise its error if it failed.
+
+        A KeyboardInterrupt (Ctrl-C, a notebook's interrupt button) ends the wait, not the run.
+        """
+        if not self.wait_ended(timeout):
+            raise TimeoutError(f"{self.algorithm} runner still running after {timeout} s")
         if self.error is not None:
             raise self.error
         return self
+
+    def wait_ended(self, timeout: float | None = None) -> bool:
+        """Block until the background thread has ended (True), or ``timeout`` passed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while self._alive:
+                left = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
 
     def step(self, n: int = 1, block: bool = True) -> Runner:
         """Run ``n`` iterations now.
@@ -267,6 +291,7 @@ class Runner:
                     if self._pending_steps > 0:
                         self._pending_steps -= 1
                     self._cond.notify_all()
+            self._quiesce()
             if self._keeper is not None:  # stopped or finished: leave where it ended
                 self._keeper.save(self)
         except BaseException as exc:  # noqa: BLE001 - reported through state/error/wait()
@@ -277,6 +302,16 @@ class Runner:
                 self._cond.notify_all()
         finally:
             with self._cond:
+                self._cond.notify_all()
+
+    def _thread_main(self) -> None:
+        """The background thread: the loop (and what subclasses do as it ends), then the
+        runner is no longer running."""
+        try:
+            self._loop()
+        finally:
+            with self._cond:
+                self._alive = False
                 self._cond.notify_all()
 
     def _run_iteration(self) -> dict[str, Any]:
@@ -343,10 +378,11 @@ class Runner:
         """A figure of the history: the one the live view draws (bokeh).
 
         Runners only describe their plots (:mod:`esnb.runners.plotspec`); the drawing function
-        is the setting ``esnb.plot.drawer`` (``module:function``, default
-        ``esnb.ui.plots:history_figure``), so this layer never imports the UI.
+        is the one of esnb's drawers that the setting ``esnb.plot.drawer`` names (default
+        ``bokeh``: ``esnb.ui.plots:history_figure``), so this layer never imports the UI.
         """
-        module, _, attr = str(dask_config.get("plot.drawer")).partition(":")
+        drawer = dask_config.PLOT_DRAWERS[dask_config.get("plot.drawer")]
+        module, _, attr = drawer.partition(":")
         draw = getattr(importlib.import_module(module), attr)
         return draw(self.history, self.changes, title=f"{self.algorithm} {self.name}",
                     runner=self)

@@ -16,24 +16,28 @@ a worker share one thread, and an actor dies with its worker: nothing in Dask re
   runner's checkpoint was paired with, see :mod:`esnb.runners.replay_files`);
 - notices the loss (the actor's future errs once the scheduler drops the worker, and calls then
   fail at once with "Worker holding Actor was lost"), creates a new server on a live worker
-  from ``latest`` (or empty) and counts the transitions lost *exactly*: the largest
-  ``inserted`` counter the lost server's replies showed minus the ``inserted`` counter of the
-  file the new one starts from (sizes would say nothing: FIFO eviction and overwriting keep a
-  full replay's size constant). A reply of a lost server that arrives later (a task that wrote
+  from ``latest`` (or empty) and counts the transitions lost *exactly*: the lost server's last
+  ``inserted`` counter minus the ``inserted`` counter of the file the new one starts from
+  (sizes would say nothing: FIFO eviction and overwriting keep a full replay's size constant).
+  The last counter is the one the server wrote into its count file beside the recovery
+  checkpoints (:func:`~esnb.replay.server.write_count`, on every insert), or, without one, the
+  largest its replies showed; a reply of a lost server that arrives later (a task that wrote
   to it just before it died) adds what it shows beyond that.
 """
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import shutil
 import tempfile
 import time
+import uuid
 import weakref
 from typing import Any
 
-from esnb.replay.server import ReplayLost, ReplayServer, is_loss
+from esnb.replay.server import ReplayLost, ReplayServer, is_loss, read_count
 
 log = logging.getLogger("esnb.replay")
 
@@ -98,7 +102,7 @@ class ReplayService:
         # on close(), or when this process exits without one (a command line run)
         self._cleanup = weakref.finalize(
             self, _remove, self._private_dir,
-            self.checkpoint_path if self.remove_on_close else None)
+            self.checkpoint_path if self.remove_on_close else None, self.checkpoint_path)
         self.checkpoint_interval = float(checkpoint_interval)
         self.timeout = float(timeout)
         self.switch_interval = switch_interval if executor.remote else None
@@ -117,11 +121,21 @@ class ReplayService:
         self._pending_checkpoint = None
         self.ref = executor.actor(ReplayServer, self.config, self.seed,
                                   None if restore is None else str(restore["path"]),
-                                  self.switch_interval, 0, key="esnb-replay", worker=worker,
-                                  resources=resources, timeout=self.timeout)
+                                  self.switch_interval, 0, self.count_file(0),
+                                  key="esnb-replay", worker=worker, resources=resources,
+                                  timeout=self.timeout)
         self._live = 0  # the generation whose replies count as the current server's
+        # the current generation, for tasks holding a handle: a call to a replaced server
+        # fails within a second instead of waiting out its timeout (replay.server.wait_result)
+        self._current = executor.channel(f"esnb-replay-current-{uuid.uuid4().hex[:12]}") \
+            if executor.remote else None
+        self._publish_generation()
         if restore is not None:
             self._check_restored(restore)
+
+    def _publish_generation(self) -> None:
+        if self._current is not None:
+            self._current.set(int(self.generation))
 
     def _check_restored(self, restore: dict) -> None:
         from esnb.record import CheckpointError
@@ -138,6 +152,13 @@ class ReplayService:
         self.latest = {k: restore[k] for k in ("path", "token", "size", "inserted")}
         log.info("replay restored from %s: %d items, %d inserted", restore["path"], got[0],
                  got[1])
+
+    def count_file(self, generation: int) -> str | None:
+        """Where the server of ``generation`` keeps its count (None: where it cannot be lost,
+        or without a recovery checkpoint path)."""
+        if self.checkpoint_path is None or not self.executor.remote:
+            return None
+        return f"{self.checkpoint_path}.count-{generation}"
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property
@@ -186,14 +207,22 @@ class ReplayService:
         file).
         """
         old = self._live
+        if self._current is not None:
+            # first of all: tasks still waiting on the lost server give up within a second,
+            # which frees the worker threads the new server's creation needs
+            self._current.set(-1)
+        counted = read_count(self.count_file(old)) if self.count_file(old) else None
+        if counted is not None and counted[0] == old:  # what the server last wrote
+            self.seen[old] = max(self.seen.get(old, 0), counted[1])
         before = self.seen.get(old, 0)
         latest = self.latest if self.latest and os.path.exists(self.latest["path"]) else None
         restore = None if latest is None else str(latest["path"])
         new = self.generation + 1  # a failed attempt (no live worker yet) skips a number
         self.ref.create(self.config, self.seed + new, restore, self.switch_interval, new,
-                        exclude=(self.ref.address,))
+                        self.count_file(new), exclude=(self.ref.address,))
         self._live = new
         self._pending_checkpoint = None
+        self._publish_generation()
         st = self.call("stats")
         restored, inserted = int(st["restored"]), int(st["restored_inserted"])
         lost = max(0, before - inserted)
@@ -210,8 +239,12 @@ class ReplayService:
         return report
 
     def info(self) -> Any:
-        """What a task needs to reach the current server (``executor.attach(info)``)."""
-        return self.ref.handle()
+        """What a task needs to reach the current server (``executor.attach(info)``), and on
+        a cluster the channel naming the current generation (``replaced_check(info)``)."""
+        handle = self.ref.handle()
+        if isinstance(handle, dict) and self._current is not None:
+            handle = {**handle, "current": self._current}
+        return handle
 
     def close(self) -> None:
         """Release the server; remove a private checkpoint directory (or an owned file)."""
@@ -222,7 +255,9 @@ class ReplayService:
             except Exception:  # noqa: BLE001 - closing: a lost replay wrote nothing
                 log.debug("recovery checkpoint failed while closing", exc_info=True)
         self.ref.release()
-        self._cleanup()
+        if self._current is not None:
+            self._current.delete()
+        self._cleanup()  # count files go with the recovery checkpoints
 
     # -- calls -------------------------------------------------------------------------------
     def submit(self, method: str, *args, **kwargs):
@@ -323,11 +358,21 @@ class ReplayService:
             self.latest = dict(record)
 
 
-def _remove(folder: str | None, path: str | None) -> None:
-    """Remove a service's private checkpoint directory, or its own checkpoint file."""
+def _remove(folder: str | None, path: str | None, counts: str | None = None) -> None:
+    """Remove a service's private checkpoint directory, or its own checkpoint file, and its
+    servers' count files (``<checkpoint path>.count-<generation>``)."""
     if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
-    elif path is not None:
+        return
+    if path is not None:
+        _unlink(path)
+    if counts is not None:
+        for count in glob.glob(glob.escape(counts) + ".count-*"):
+            _unlink(count)
+
+
+def _unlink(path: str | None) -> None:
+    if path is not None:
         try:
             os.unlink(path)
         except FileNotFoundError:

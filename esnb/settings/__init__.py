@@ -31,7 +31,7 @@ Traceback (most recent call last):
 ValueError: sigma must be a number in (0, inf), got -1
 """
 
-from esnb.settings.cli import add_arguments, given, help_text
+from esnb.settings.cli import add_arguments, given, help_text, integer, number
 from esnb.settings.declare import (
     KINDS,
     PRESETS,
@@ -47,5 +47,6 @@ from esnb.settings.declare import (
 from esnb.settings.docs import markdown_table, preset_table
 
 __all__ = ["KINDS", "PRESETS", "Setting", "Settings", "add_arguments", "allowed",
-           "check_names", "derive", "given", "help_text", "markdown_table", "preset_table",
+           "check_names", "derive", "given", "help_text", "integer", "markdown_table", "number",
+           "preset_table",
            "setting", "show", "validate"]

@@ -1,14 +1,70 @@
 """Command-line flags from a config dataclass: one flag per setting with its default, the
-paper's value, choices and help; only flags given on the command line override a preset."""
+paper's value, choices and help; only flags given on the command line override a preset.
+
+Flags that are no setting (budgets, benchmarks' sizes, worker counts) take their values through
+:func:`integer` and :func:`number`, so that ``-1``, ``nan`` or ``inf`` get the same one-line
+answer a setting's flag gets.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from esnb.settings.declare import Setting, Settings, allowed, show
+
+
+def _bounds(low: float | None, high: float | None, low_open: bool) -> str:
+    parts = []
+    if low is not None:
+        parts.append(f"{'>' if low_open else '>='} {low:g}")
+    if high is not None:
+        parts.append(f"<= {high:g}")
+    return " and ".join(parts)
+
+
+def integer(low: int | None = 1, high: int | None = None) -> Callable[[str], int]:
+    """argparse ``type=`` for a whole number in ``[low, high]`` (``1e6`` is accepted)."""
+    what = "an integer" + (" " + _bounds(low, high, False) if low is not None or high else "")
+
+    def parse(text: str) -> int:
+        try:
+            value = float(text)
+            if not value.is_integer():
+                raise ValueError
+        except (ValueError, OverflowError):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+        return int(value)
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def number(low: float | None = 0.0, high: float | None = None,
+           low_open: bool = False) -> Callable[[str], float]:
+    """argparse ``type=`` for a finite number in ``[low, high]`` (``(low, high]`` with
+    ``low_open``): NaN and infinity never reach a loop that would never end."""
+    bounds = _bounds(low, high, low_open)
+    what = "a finite number" + (" " + bounds if bounds else "")
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or (low is not None and (
+                value < low or (low_open and value == low))) or (
+                high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
 
 
 def _flag(name: str) -> str:

@@ -267,7 +267,8 @@ class Settings:
                   if (meta.live or meta.control)
                   # a fixed value the runner has yet to resolve (None) is not shown
                   and not (getattr(self, name) is None and not meta.live)]
-        return Controls(schema, {c.name: getattr(self, c.name) for c in schema})
+        return Controls(schema, {c.name: getattr(self, c.name) for c in schema},
+                        settings=self.names())
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able values (tuples as lists), as stored in checkpoints."""

@@ -354,6 +354,13 @@ class AESRL(PopulationRunner):
         return time.perf_counter() - t0
 
     # -- ending ------------------------------------------------------------------------------
+    def _quiesce(self) -> None:
+        # evaluations in flight push their episodes into the replay whatever happens (a running
+        # task cannot be stopped): they land before the last checkpoint, not after it
+        self._cancel_in_flight()
+        if self.pool is not None:
+            self.pool.drain()
+
     def _loop(self) -> None:
         try:
             super()._loop()

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from esnb.record import restore_rng
 from esnb.replay.server import ReplayLost
 from esnb.runners.aesrl.config import PopulationRLConfig
 from esnb.runners.aesrl.critic import Critic, critic_state_from, state_arrays
@@ -216,7 +217,7 @@ class PopulationRunner(ReplayCheckpoints, MeanActor, Runner):
                              f"{self.spec.num_params}")
         self._load_own_state(meta, arrays)
         self.counters.update(meta["counters"])
-        self._rng.bit_generator.state = meta["rng"]
-        self._eval_rng.bit_generator.state = meta["eval_rng"]
+        restore_rng(self._rng, meta["rng"], "rng")
+        restore_rng(self._eval_rng, meta["eval_rng"], "eval_rng")
         self._critic_state = critic_state_from(arrays)
         self._load_replay_record(meta)

@@ -32,6 +32,10 @@ import numpy as np
 
 from esnb.replay.server import is_loss
 
+#: seconds to fetch a finished evaluation's result before it counts as lost with its worker
+#: (a live worker answers in milliseconds; a result lost meanwhile would be recomputed first)
+RESULT_TIMEOUT = 10.0
+
 log = logging.getLogger("esnb.aes")
 
 
@@ -192,6 +196,9 @@ class EvaluationPool:
             if key not in self.pending:  # cancelled and resubmitted already
                 fut.release()
                 continue
+            if fut.status == "lost":  # its result died with its worker before it was fetched
+                self.resubmit(key, "its result was lost with its worker", failed=False)
+                continue
             if fut.status != "finished":
                 exc = fut.exception() if fut.status == "error" else RuntimeError(fut.status)
                 if fut.status == "cancelled" or is_loss(exc):
@@ -199,7 +206,13 @@ class EvaluationPool:
                     continue
                 raise exc
             try:
-                res = fut.result()
+                # a finished result is fetched in milliseconds; one that died with its worker
+                # meanwhile would be recomputed first (the driver waited 15-30 s for an
+                # evaluation pushing into a lost replay): evaluate it again instead
+                res = fut.result(timeout=RESULT_TIMEOUT)
+            except TimeoutError:
+                self.resubmit(key, "its result was lost with its worker", failed=False)
+                continue
             except Exception as exc:  # finished on a worker that died before it was fetched
                 if not is_loss(exc):
                     raise

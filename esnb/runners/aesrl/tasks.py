@@ -33,7 +33,7 @@ from esnb.envs.rollout import (
     uniform_actions,
 )
 from esnb.policies.spec import PolicySpec
-from esnb.replay.server import is_loss
+from esnb.replay.server import is_loss, replaced_check, wait_result
 from esnb.runners.executor import attach
 
 #: observations per replay call when an RL individual trains (batches x batch size)
@@ -84,11 +84,11 @@ def sample_chunks(handle, batch_size: int, total: int, chunk: int,
                   fields=("obs",)) -> Iterator[dict[str, np.ndarray]]:
     """Yield ``{field: [k, B, ...]}`` chunks from the replay until ``total`` batches; the next
     call is in flight while the caller uses a chunk. Stops early if the replay has none."""
-    replay = attach(handle)
+    replay, replaced = attach(handle), replaced_check(handle)
     left = int(total)
     nxt = replay.sample(batch_size, min(chunk, left)) if left > 0 else None
     while left > 0 and nxt is not None:
-        data = nxt.result(timeout=CALL_TIMEOUT)
+        data = wait_result(nxt, CALL_TIMEOUT, replaced)
         if data is None:
             return
         left -= len(data["ids"])
@@ -177,7 +177,8 @@ def evaluate_individual(cfg: TaskConfig, z: np.ndarray, seed: int, a_noise: floa
         # float32 as the replay stores them: half the bytes sent to the replay's worker
         trans = {k: np.asarray(v, dtype=np.float32) for k, v in ep.transitions.items()}
         try:
-            out["replay"] = attach(replay).add(trans).result(timeout=CALL_TIMEOUT)
+            out["replay"] = wait_result(attach(replay).add(trans), CALL_TIMEOUT,
+                                        replaced_check(replay))
             out["stored"] = int(out["replay"]["stored"])
         except Exception as exc:  # the replay's worker is gone: keep the fitness
             if not is_loss(exc):

@@ -41,6 +41,7 @@ import numpy as np
 from esnb.controls import ControlSnapshot
 from esnb.envs.make import env_spaces
 from esnb.envs.rollout import cached_env
+from esnb.record import restore_rng
 from esnb.replay.config import check_config
 from esnb.replay.server import ReplayLost
 from esnb.rl.apex_actor import ActorConfig, greedy_policy, greedy_returns
@@ -207,6 +208,14 @@ class ApeX(ReplayCheckpoints, Runner):
             self.trainer.forget()
             return out
 
+    def _quiesce(self) -> None:
+        # no actor may insert after the last checkpoint: its replay file would lack what they
+        # added, and a resumed run would lose it without counting it
+        if self.backend.started:
+            with self._iter_lock:
+                self.backend.stop_loops()
+                self._drain(force=True)
+
     def _loop(self) -> None:
         try:
             super()._loop()
@@ -358,7 +367,7 @@ class ApeX(ReplayCheckpoints, Runner):
         self.params_version = int(meta["params_version"])
         # a resumed run's loops count from zero: keep the old total under its own key
         self._loop_steps = {"before-resume": self.env_steps}
-        self._eval_rng.bit_generator.state = meta["eval_rng"]
+        restore_rng(self._eval_rng, meta["eval_rng"], "eval_rng")
         self.best_eval = -np.inf if meta["best_eval"] is None else float(meta["best_eval"])
         self.solved_at = meta["solved_at"]
         self._pending_episodes = list(meta.get("pending_episodes", []))

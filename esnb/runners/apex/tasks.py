@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from esnb.replay.server import ReplayLost, is_loss
+from esnb.replay.server import is_loss, wait_result
 from esnb.rl.apex_actor import ActorConfig, ActorGroup
 from esnb.runners.executor import attach
 
@@ -76,25 +76,6 @@ class LoopSettings:
     def rest(self, seconds: float) -> None:
         if self.sleeps:
             time.sleep(seconds)
-
-
-def wait_result(call, timeout: float, replaced=None):
-    """The result of an actor call, failing fast once the replay has been replaced.
-
-    A call in flight when the replay's worker dies never completes (Dask awaits the dead
-    actor's future inside it), and a worker is not told that another worker's actor died,
-    so waiting for ``timeout`` stalled a loop ~20 s after every loss (measured). Instead,
-    every second of waiting asks ``replaced()`` (does the control name a newer replay?).
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return call.result(timeout=1.0)
-        except TimeoutError:
-            if replaced is not None and replaced():
-                raise ReplayLost("the replay was replaced while a call was in flight") from None
-            if time.monotonic() >= deadline:
-                raise
 
 
 def _recoverable(exc: BaseException) -> bool:

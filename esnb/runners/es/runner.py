@@ -38,6 +38,7 @@ from esnb.es.iw import Batch
 from esnb.es.openai_es import OpenAIES
 from esnb.noise import DEFAULT_SEED, DEFAULT_SIZE, NoiseConfig, get_noise_table
 from esnb.policies.spec import PolicySpec, init_params
+from esnb.record import restore_rng
 from esnb.runners.base import Runner, return_columns
 from esnb.runners.es.config import ESConfig
 from esnb.runners.es.dispatch import Generations, sync_state
@@ -104,6 +105,10 @@ class ES(Runner):
         if self.spec.num_params > noise.size:
             raise ValueError(f"the policy has {self.spec.num_params} parameters but the noise "
                              f"table only {noise.size} entries: raise noise_size")
+        # mapped (or built) here first: this host's workers then map it, never wait on a
+        # builder; workers get its digest, and one whose table differs refuses the run
+        self.noise = get_noise_table(noise)
+        noise = noise.expecting(self.noise)
         self.noise_config = noise
         self.rollout_config = RolloutConfig(
             env_id=cfg.env, spec=self.spec, noise=noise, max_episode_steps=cfg.max_episode_steps,
@@ -115,8 +120,6 @@ class ES(Runner):
         self._rng = np.random.Generator(np.random.PCG64(seeds[1]))
         self._eval_rng = np.random.Generator(np.random.PCG64(seeds[2]))
 
-        # mapped (or built) here first: this host's workers then map it, never wait on a builder
-        self.noise = get_noise_table(noise)
         self.executor.prepare_noise(noise)
         self.es = OpenAIES(init_params(self.spec, init_rng), self.noise, lr=cfg.lr)
         self.obs_stats = ObsStats(self.spec.obs_dim)
@@ -337,6 +340,8 @@ class ES(Runner):
             "sec_per_step": self._sec_per_step,
             "mean_len": self._mean_len,
             "num_params": self.spec.num_params,
+            # the pending IW-ES batch and a bitwise resume need the same noise
+            "noise_digest": self.noise.digest,
         }
         iw_meta, iw_arrays = self.iw.state()
         meta.update(iw_meta)
@@ -358,17 +363,36 @@ class ES(Runner):
             raise ValueError(f"checkpoint misses the arrays {', '.join(missing)}")
         if "adam_step" in arrays and not float(arrays["adam_step"]) >= 0:
             raise ValueError(f"adam_step must be >= 0, got {float(arrays['adam_step'])}")
+        meta = self._same_noise(meta)
         self.es.load_state_dict(arrays)
         self.obs_stats.load_state_dict(
             {"sum": arrays["obs_sum"], "sumsq": arrays["obs_sumsq"], "count": meta["obs_count"]})
-        self._rng.bit_generator.state = meta["rng"]
-        self._eval_rng.bit_generator.state = meta["eval_rng"]
+        restore_rng(self._rng, meta["rng"], "rng")
+        restore_rng(self._eval_rng, meta["eval_rng"], "eval_rng")
         self.env_steps = int(meta["env_steps"])
         self.eval_steps = int(meta["eval_steps"])
         self.episodes = int(meta["episodes"])
         self._sec_per_step = meta["sec_per_step"]
         self._mean_len = meta["mean_len"]
         self.iw.load(meta, arrays)
+
+
+    def _same_noise(self, meta: dict) -> dict:
+        """Refuse a checkpoint made with another noise table; one made before tables carried
+        a digest (esnb's first table, numpy's stream) goes on with this one, without its
+        pending IW-ES batch (whose offsets point into the old table)."""
+        saved = meta.get("noise_digest")
+        if saved is None:
+            log.warning("this checkpoint predates esnb's portable noise table: the run goes on "
+                        "with other perturbations than it had%s",
+                        " and without its pending IW-ES batch" if meta.get("iw_pending") else "")
+            return {**meta, "iw_pending": False}
+        if saved != self.noise.digest:
+            raise ValueError(f"the checkpoint was made with a noise table of SHA-256 "
+                             f"{str(saved)[:16]}…, this machine's is {self.noise.digest[:16]}… "
+                             f"({self.noise.origin}): resuming would change every "
+                             f"perturbation; resume it where esnb builds the same table")
+        return meta
 
 
 def config_or(value, key: str, default):

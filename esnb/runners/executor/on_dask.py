@@ -336,7 +336,10 @@ class DaskExecutor(Executor):
                             ref.resources, ref.cls.__name__, waited, limit)
 
     def _actor_lost(self, ref: ActorRef) -> bool:
-        return ref._future is None or ref._future.status not in ("finished", "pending")
+        # the scheduler's remove-worker event (esnb.cluster.deaths), at once: the actor's
+        # future itself may stay "pending" (a pinned actor waits for its worker to come back)
+        return (ref._future is None or ref._future.status not in ("finished", "pending")
+                or ref.address in getattr(self.client, "esnb_gone_workers", ()))
 
     def _actor_call(self, ref: ActorRef, method: str, args: tuple, kwargs: dict):
         return getattr(ref.obj, method)(*args, **kwargs)

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from esnb.record import restore_rng
 from esnb.runners.impala.tasks import ActorConfig, impala_evaluate
 
 #: the history columns of one evaluation (NaN in rows without one)
@@ -105,7 +106,7 @@ class Evaluations:
         return meta, arrays
 
     def load_state_dict(self, meta: dict, arrays: dict) -> None:
-        self.rng.bit_generator.state = meta["eval_rng"]
+        restore_rng(self.rng, meta["eval_rng"], "eval_rng")
         self.steps = int(meta["eval_steps"])
         if meta.get("best") is not None:
             payload = {"version": int(meta["best"]["version"]), "params": arrays["best_params"],

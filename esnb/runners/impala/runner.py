@@ -123,6 +123,10 @@ class Impala(Runner):
         self.lag_counts = np.zeros(1, dtype=np.int64)
         self.env_steps = 0        # frames actors produced and the learner received
         self.frames_trained = 0   # frames in learner batches
+        # frames received but never trained: queued when the run stopped (a checkpoint keeps
+        # no queue, so a resumed run goes on without them) and dropped unrolls of earlier
+        # sessions; env_steps = frames_trained + queued + dropped + discarded
+        self.frames_discarded = 0
         self.episodes = 0
         self.tasks_done = 0
         self.actor_seconds = 0.0
@@ -246,7 +250,10 @@ class Impala(Runner):
             "tasks_done": rec["tasks"],
             "segments_per_task": self._segments(T, B),
             "queued_unrolls": len(self.queue),
+            "queued_frames": self.queue.frames,
             "dropped_unrolls": self.queue.dropped_nonfinite + self.queue.dropped_length,
+            "dropped_frames": self.queue.dropped_frames,
+            "discarded_frames": self.frames_discarded,
             "lr": snap.lr, "entropy_cost": snap.entropy_cost,
             "unroll_length": T, "batch_size": B, "actor_lag": snap.actor_lag,
             "correction": snap.correction,
@@ -340,6 +347,9 @@ class Impala(Runner):
         arrays.update(eval_arrays)
         meta.update(
             env_steps=self.env_steps, frames_trained=self.frames_trained,
+            # a resumed run has no queue: what was queued or dropped counts as discarded there
+            frames_discarded=self.frames_discarded + self.queue.frames
+            + self.queue.dropped_frames,
             episodes=self.episodes, tasks_done=self.tasks_done,
             actor_seconds=self.actor_seconds, task_count=self.slots.task_count.tolist(),
             num_params=self.spec.num_params, sec_per_frame=self._sec_per_frame)
@@ -354,6 +364,7 @@ class Impala(Runner):
         self.evals.load_state_dict(meta, arrays)
         self.env_steps = int(meta["env_steps"])
         self.frames_trained = int(meta["frames_trained"])
+        self.frames_discarded = int(meta.get("frames_discarded", 0))
         self.episodes = int(meta["episodes"])
         self.tasks_done = int(meta["tasks_done"])
         self.actor_seconds = float(meta["actor_seconds"])

@@ -1,0 +1,61 @@
+"""The noise table's build: esnb's portable stream against numpy's own normals, side by side.
+
+A host's table is built once (the first process) and mapped by every other; its values come
+from :mod:`esnb.normals` (integer and IEEE 754 operations only: the same bits on any machine),
+where esnb used numpy's ``Generator.standard_normal`` before (which numpy does not promise to
+keep). Measured, alternating the two so both see the same load: seconds to fill a table of
+``--size`` entries, their ratio, and the SHA-256 every builder records beside the table (what
+workers compare with the driver's).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+from esnb.bench.report import Session
+from esnb.settings import integer
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--size", type=integer(2), default=25_000_000,
+                   help="entries of the table (default: 25,000,000, esnb's default table)")
+    p.add_argument("--repeats", type=integer(1), default=5,
+                   help="builds of each, alternating (the median is reported)")
+    p.add_argument("--json", default=None,
+                   help="also write the figures to this file (default: not written)")
+
+
+def measure(size: int = 25_000_000, repeats: int = 5, seed: int = 123) -> dict:
+    from esnb import normals
+
+    out = np.empty(int(size), dtype=np.float32)
+    times: dict[str, list[float]] = {"esnb": [], "numpy": [], "sha256": []}
+    for _ in range(int(repeats)):
+        t0 = time.perf_counter()
+        normals.fill_standard_normal(seed, out)
+        times["esnb"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        normals.digest(out)
+        times["sha256"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        np.random.Generator(np.random.PCG64(seed)).standard_normal(out=out, dtype=np.float32)
+        times["numpy"].append(time.perf_counter() - t0)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {"size": int(size), "repeats": int(repeats), "seconds": med, "all": times,
+            "ratio": med["esnb"] / med["numpy"]}
+
+
+def run(args) -> int:
+    session = Session()
+    r = measure(args.size, args.repeats)
+    s = r["seconds"]
+    print(f"noise table of {r['size']:,} float32 entries, median of {r['repeats']} builds each "
+          f"(alternating):")
+    print(f"  esnb (portable: integers and IEEE 754 operations) {s['esnb']:.3f} s")
+    print(f"  numpy Generator.standard_normal (esnb's table before) {s['numpy']:.3f} s")
+    print(f"  ratio {r['ratio']:.2f}x; SHA-256 of the table (recorded by its builder) "
+          f"{s['sha256']:.3f} s")
+    return session.done(args, r, rerun=f"esnb bench noise --size {args.size}")
