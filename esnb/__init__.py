@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import esnb.config  # noqa: F401  (registers esnb's dask config defaults)
 from esnb.lazy import after_import, lazy_names
+from esnb.runners.registry import algorithms
 
 __version__ = "0.1.0"
 
@@ -22,16 +23,9 @@ def _register_envs() -> None:
 after_import("gymnasium", _register_envs)
 
 _LAZY = {
-    "ES": "esnb.runners.es",
-    "ESConfig": "esnb.runners.es",
-    "ApeX": "esnb.runners.apex",
-    "ApeXDPG": "esnb.runners.apex",
-    "Impala": "esnb.runners.impala",
-    "ImpalaConfig": "esnb.runners.impala",
-    "EORL": "esnb.runners.eorl",
-    "EORLConfig": "esnb.runners.eorl",
-    "AESRL": "esnb.runners.aesrl",
-    "CEMRL": "esnb.runners.aesrl",
+    # every algorithm's runner and config class, from its registry entry
+    **{name: module for algo in algorithms().values()
+       for name, module in algo.exports.items()},
     "Runner": "esnb.runners.base",
     "TensorBoard": "esnb.runners.tensorboard",
     "make_client": "esnb.cluster",

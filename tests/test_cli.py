@@ -69,25 +69,24 @@ def test_demo_smoke(tmp_path):
 def test_every_train_command_shows_every_setting_with_its_default():
     """`esnb train <algo> --help`: one flag per setting of the algorithm's config, each with
     its default (and the paper's value where it differs), plus a description."""
-    from esnb.cli import TRAINERS, build_parser
-    from esnb.cli.train import Trainer, load
+    from esnb.cli import build_parser
+    from esnb.runners.registry import algorithms
 
     parser = build_parser()
     train = next(a for a in parser._actions if getattr(a, "choices", None)
                  and "train" in a.choices).choices["train"]
     algos = next(a for a in train._actions if getattr(a, "choices", None)).choices
-    for name, trainer in TRAINERS.items():
-        if not isinstance(trainer, Trainer):
-            continue
+    assert sorted(algos) == sorted(algorithms())  # the registry drives the command
+    for name, algo in algorithms().items():
         text = algos[name].format_help().replace("\n", " ")
-        assert trainer.description.split(".")[0][:40] in " ".join(text.split())
-        config = load(trainer.config)
+        assert algo.description.split(".")[0][:40] in " ".join(text.split())
+        config = algo.load_config()
         for setting, (meta, _) in config.declarations().items():
-            if setting in trainer.skip or not meta.cli:
+            if setting in algo.skip or not meta.cli:
                 continue
-            flag = "--" + setting.replace("_", "-")
+            flag = meta.flag or "--" + setting.replace("_", "-")
             assert flag in text, (name, flag)
-        assert text.count("[default:") >= len(config.declarations()) - len(trainer.skip)
+        assert text.count("[default:") >= len(config.declarations()) - len(algo.skip)
 
 
 def test_preset_paper_from_the_command_line(tmp_path):
@@ -184,3 +183,28 @@ def test_progress_bar_one_named_rate_the_budget_note_and_100_percent_when_passed
     assert last.startswith("100%|")  # ...and the bar kept its percentage
     assert "env steps/s" in last and last.count("/s") == 1  # one rate, named
     assert sum(s.startswith("100%|") for s in states) == 1  # the last state, once
+
+
+def test_the_registry_drives_budgets_exports_and_docs():
+    """Every algorithm is declared once, in its package: its budgets count what its runner's
+    ``_progress()`` counts, ``esnb`` exports its runner and config, the settings page lists
+    it."""
+    import esnb
+    from esnb.cli.docs import settings_markdown
+    from esnb.runners.registry import algorithms
+
+    page = settings_markdown()
+    small = {"es": dict(noise_size=200_000), "apex": {}, "apex-dpg": {}, "impala": {},
+             "eorl": {}, "aesrl": {}, "cemrl": {}}
+    for name, algo in algorithms().items():
+        runner = algo.load_runner()
+        config = algo.load_config()
+        for cls in (runner, config):
+            assert getattr(esnb, cls.__name__) is cls
+        env = {"eorl": "bitflip"}.get(name, "Pendulum-v1" if "dpg" in name or name in (
+            "aesrl", "cemrl") else "CartPole-v1")
+        progress = runner(env, client=False, **small[name])._progress()
+        for flag, (key, _) in algo.budgets.items():
+            assert key in progress, (name, flag, key, sorted(progress))
+        assert set(algo.default_budget) <= set(progress)
+        assert f"## `esnb train {name}`" in page or config.__name__ in page

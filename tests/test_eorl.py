@@ -12,7 +12,7 @@ from esnb.rl.eorl_baselines import CBELearner, CEMRRLearner, HERLearner, PERLear
 from esnb.rl.eorl_episodes import default_eps_decay
 from esnb.rl.eorl_learners import MCLearner
 from esnb.rl.mc_dqn import PopulationQNet, mc_returns, one_thread
-from esnb.runners.eorl import ALGORITHMS, EORL, VAN, make_runner
+from esnb.runners.eorl import COLUMNS, EORL, VAN, make_runner
 
 
 def test_mc_returns_are_undiscounted_returns_to_go():
@@ -180,7 +180,7 @@ def test_eorl_learns_bitflip_6_far_better_than_chance():
     assert optimal >= 3  # most runs' best member goes straight to the goal
 
 
-@pytest.mark.parametrize("algorithm", list(ALGORITHMS))
+@pytest.mark.parametrize("algorithm", list(COLUMNS))
 def test_checkpoint_resumes_bitwise(algorithm, tmp_path):
     kw = dict(env="gridnav", env_kwargs={"size": 5, "subgoals": "2+", "stochasticity": 0.1},
               episodes=40, seed=4)

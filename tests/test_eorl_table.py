@@ -101,7 +101,7 @@ def test_train_eorl_help_shows_every_setting_and_the_environment_flags():
         main(["train", "eorl", "--help"])
     text = " ".join(out.getvalue().split())
     for part in ("--algorithm {EORL,VAN,HER,PER,CBE,EORL-FIX,CEM-RL,", "--size SIZE",
-                 "--subgoal SUBGOAL", "--stochasticity STOCHASTICITY", "--episodes N",
+                 "--subgoal {0,1,2+,2-}", "--stochasticity STOCHASTICITY", "--episodes N",
                  "--variant {EORL-FIX,EORL-05-00,EORL-05-05,EORL-10-05,EORL-ACTV}",
                  "--sigma SIGMA std of the multiplicative noise factor N(1, sigma) "
                  "[default: 0.25; live]", "--n N population size [default: 8]",

@@ -125,10 +125,9 @@ def test_es_config_paper_preset_and_auto():
 def test_every_algorithm_has_a_paper_preset_that_builds():
     """--preset paper for every algorithm: its config builds, takes every declared paper value,
     explains each difference, and yields the controls a runner would hold."""
-    from esnb.cli import TRAINERS
-    from esnb.cli.train import Trainer, load
+    from esnb.runners.registry import algorithms
 
-    configs = {load(t.config) for t in TRAINERS.values() if isinstance(t, Trainer)}
+    configs = {algo.load_config() for algo in algorithms().values()}
     assert {c.algorithm for c in configs} >= {"ES", "AESRL", "CEMRL", "ApeX", "ApeX-DPG",
                                               "Impala", "EORL"}
     for config in configs:

@@ -119,14 +119,14 @@ def _versions(args) -> list[tuple[str, float]]:
 
 
 def build_specs(args) -> list:
-    from esnb.runners.eorl import ALGORITHMS, RunSpec
+    from esnb.runners.eorl import COLUMNS, RunSpec
 
     setting = FULL if args.full else REDUCED
     seeds = range(args.seeds if args.seeds is not None else setting["seeds"])
-    algorithms = args.algorithms or list(ALGORITHMS)
+    algorithms = args.algorithms or list(COLUMNS)
     for a in algorithms:
-        if a not in ALGORITHMS:
-            raise ValueError(f"unknown algorithm {a!r}; valid: {', '.join(ALGORITHMS)}")
+        if a not in COLUMNS:
+            raise ValueError(f"unknown algorithm {a!r}; valid: {', '.join(COLUMNS)}")
     specs = []
     if args.env == "bitflip":
         for subgoal in (0, 1):
@@ -158,7 +158,7 @@ def compare(table, env: str, rng: np.random.Generator | None = None):
     algorithms: ``ours`` is the mean over seeds, ``ours_lo``/``ours_hi`` its bootstrap 95%
     interval (NaN with one seed: :func:`esnb.runners.sweep.mean_ci`), ``paper`` the paper's
     value or None. ``rng`` draws the resamples (default: ``np.random.default_rng(0)``)."""
-    from esnb.runners.eorl import ALGORITHMS
+    from esnb.runners.eorl import COLUMNS
     from esnb.runners.sweep import seed_table
 
     if env == "bitflip":
@@ -170,7 +170,7 @@ def compare(table, env: str, rng: np.random.Generator | None = None):
     stats = {tuple(r[:-3]): tuple(r[-3:]) for r in stats[keys + ["algorithm", "last100",
                                                                   "last100_lo", "last100_hi"]]
              .itertuples(index=False)}
-    algorithms = [a for a in ALGORITHMS if a in set(table.algorithm)]
+    algorithms = [a for a in COLUMNS if a in set(table.algorithm)]
     rows = []
     for key in dict.fromkeys(tuple(k) for k in table[keys].itertuples(index=False)):
         cells = {}

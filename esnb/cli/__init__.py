@@ -1,9 +1,9 @@
 """The ``esnb`` command: ``esnb demo``, ``esnb train <algorithm>``, ``esnb bench <name>``,
 ``esnb docs settings``.
 
-Algorithms and benchmarks plug in through the registries below: a trainer is a
-:class:`~esnb.cli.train.Trainer` (its flags derive from the algorithm's config dataclass); a
-benchmark module provides ``add_arguments(parser)`` and ``run(args) -> int``.
+Algorithms plug in through :mod:`esnb.runners.registry` (each declared in its own package; the
+flags derive from its config dataclass, see :mod:`esnb.cli.train`); benchmarks through
+:data:`BENCHMARKS`: a module providing ``add_arguments(parser)`` and ``run(args) -> int``.
 """
 
 from __future__ import annotations
@@ -14,71 +14,8 @@ import logging
 import sys
 
 from esnb.cli.helptext import Formatter, first_sentence
-from esnb.cli.train import Trainer
-from esnb.runners.eorl.columns import CLI_FLAGS as EORL_FLAGS
+from esnb.runners.registry import algorithms
 
-#: Ape-X's budgets (DQN and DPG)
-APEX_BUDGETS = {"seconds": ("seconds", "learning time to run"),
-                "learner-steps": ("learner_steps", "learner updates to run"),
-                "steps": ("env_steps", "actor env steps to run")}
-
-#: ``esnb train <name>`` -> its trainer
-TRAINERS: dict[str, Trainer] = {
-    "es": Trainer(
-        runner="esnb.runners.es:ES", config="esnb.runners.es.config:ESConfig",
-        budgets={"generations": ("generations", "generations to run"),
-                 "steps": ("env_steps", "env steps to run (whole generations: the last one "
-                                        "may pass it)")},
-        default_budget={"generations": 100},
-        description="OpenAI-ES with a shared noise table (Salimans et al. 2017); IW-ES "
-                    "(Campos et al. 2018) with --iw-k."),
-    "apex": Trainer(
-        runner="esnb.runners.apex:ApeX", config="esnb.runners.apex.config:ApeXDQNConfig",
-        budgets=APEX_BUDGETS, default_budget={"seconds": 180.0}, skip=("variant",),
-        description="Ape-X DQN (Horgan et al. 2018): many epsilon-greedy actors, one "
-                    "prioritized replay actor, one learner."),
-    "apex-dpg": Trainer(
-        runner="esnb.runners.apex:ApeXDPG", config="esnb.runners.apex.config:ApeXDPGConfig",
-        budgets=APEX_BUDGETS, default_budget={"seconds": 180.0}, skip=("variant",),
-        description="Ape-X DPG (Horgan et al. 2018): Gaussian-noise actors, one prioritized "
-                    "replay actor, one DPG learner."),
-    "impala": Trainer(
-        runner="esnb.runners.impala:Impala",
-        config="esnb.runners.impala.config:ImpalaConfig",
-        budgets={"learner-steps": ("learner_steps", "learner steps to run"),
-                 "steps": ("env_steps", "env steps (actor frames) to run")},
-        default_budget={"learner_steps": 1000},
-        description="IMPALA with V-trace (Espeholt et al. 2018): actor slots on the workers, "
-                    "one learner correcting their unrolls."),
-    "eorl": Trainer(
-        runner="esnb.runners.eorl:EORL", config="esnb.runners.eorl.config:EORLConfig",
-        budgets={"episodes": ("episodes", "episodes to run, also the planned length E "
-                                          "(default: 400 on bitflip, 1000 on gridnav)")},
-        default_budget={"episodes": 400},
-        description="EORL (Khadilkar 2023): a population of Monte-Carlo DQNs sharing one "
-                    "buffer, with crossover and mutation; its baselines with --algorithm.",
-        adapt="esnb.runners.eorl.command:adapt", skip=("env_kwargs", "episodes"),
-        extra=EORL_FLAGS),
-    "aesrl": Trainer(
-        runner="esnb.runners.aesrl:AESRL", config="esnb.runners.aesrl.config:AESRLConfig",
-        budgets={"steps": ("env_steps", "env steps to run"),
-                 "updates": ("updates", "updates of (mu, var), one per evaluated individual")},
-        default_budget={"env_steps": 100_000},
-        description="AES-RL (Lee et al. 2020): asynchronous ES + TD3 with a shared critic, one "
-                    "update of the distribution per evaluated individual. Laptop networks are "
-                    "64-64 (--preset paper: 400-300)."),
-    "cemrl": Trainer(
-        runner="esnb.runners.aesrl:CEMRL", config="esnb.runners.aesrl.config:CEMRLConfig",
-        budgets={"steps": ("env_steps", "env steps to run (whole generations: the last one "
-                                        "may pass it)"),
-                 "generations": ("generations", "generations to run")},
-        default_budget={"env_steps": 100_000},
-        description="CEM-RL (Pourchot and Sigaud 2019): sep-CEM + TD3, serial or, with "
-                    "--parallel, parallel-synchronous (P-CEM-RL). Laptop networks are 64-64 "
-                    "(--preset paper: 400-300)."),
-}
-
-#: ``esnb bench <name>`` -> module implementing the benchmark protocol
 BENCHMARKS: dict[str, str] = {
     "es-scaling": "esnb.bench.es_scaling",
     "es-scale-out": "esnb.bench.es_scale_out",
@@ -120,6 +57,7 @@ class Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from esnb.cli import common
+    from esnb.cli import train as trainer
 
     parser = Parser(prog="esnb", description=DESCRIPTION)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
@@ -134,11 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
                   "run writes runs/<name>/ and can be resumed from it.")
     train = sub.add_parser("train", help=first_sentence(train_text), description=train_text)
     algos = train.add_subparsers(dest="algorithm", required=True, metavar="ALGORITHM")
-    for name, trainer in TRAINERS.items():
-        p = algos.add_parser(name, help=first_sentence(trainer.description),
-                             description=trainer.description)
+    for name, algo in algorithms().items():
+        p = algos.add_parser(name, help=first_sentence(algo.description),
+                             description=algo.description)
         common.add_run_arguments(p)
-        trainer.add_arguments(p)
+        trainer.add_arguments(algo, p)
         p.set_defaults(trainer=name)
 
     docs_text = "Print documentation derived from the code."
@@ -198,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return docs.run(args)
         if args.command == "train":
-            return common.run_training(TRAINERS[args.trainer], args)
+            return common.run_training(algorithms()[args.trainer], args)
         return int(importlib.import_module(args.bench).run(args) or 0)
     except (ValueError, FileNotFoundError) as exc:
         print(f"esnb: error: {exc}", file=sys.stderr)

@@ -210,10 +210,14 @@ def run(cls, values: dict, args, command: str, budget: dict, default_budget: dic
     return interrupts.exit_code  # a signal during the final evaluation: it was finished
 
 
-def run_training(trainer, args) -> int:
-    cls, values = trainer.settings(args)
-    return run(cls, values, args, f"train {args.algorithm}", trainer.budget_given(args),
-               trainer.default_budget, args.preset)
+def run_training(algo, args) -> int:
+    """``esnb train <algo>``: its runner class and settings from the command line, then
+    :func:`run`."""
+    from esnb.cli import train
+
+    cls, values = train.runner_and_settings(algo, args)
+    return run(cls, values, args, f"train {args.algorithm}", train.budget_given(algo, args),
+               dict(algo.default_budget), args.preset)
 
 
 #: the demo's settings (OpenAI-ES on HalfCheetah-v5), on top of ES's laptop defaults

@@ -8,8 +8,7 @@ from esnb import settings
 
 def settings_markdown() -> str:
     """Every algorithm's settings and where the ``paper`` preset differs from ``laptop``."""
-    from esnb.cli import TRAINERS
-    from esnb.cli.train import Trainer, load
+    from esnb.runners.registry import algorithms
 
     seen: set[type] = set()
     out = ["# Settings of every algorithm",
@@ -21,10 +20,8 @@ def settings_markdown() -> str:
            "`preset=\"paper\"` (`--preset paper`) takes the source paper's values; the second",
            "table of each algorithm says where and why the laptop default differs.",
            ""]
-    for name, trainer in TRAINERS.items():
-        if not isinstance(trainer, Trainer):
-            continue
-        config = load(trainer.config)
+    for name, algo in algorithms().items():
+        config = algo.load_config()
         if config in seen:
             continue
         seen.add(config)

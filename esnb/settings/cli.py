@@ -136,7 +136,7 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type[Settings],
                 kw["type"] = lambda text, shown=shown: shown.get(text, text)
             elif meta.kind == "ints":
                 kw["nargs"] = "+"
-        group.add_argument(_flag(name), **kw)
+        group.add_argument(meta.flag or _flag(name), **kw)
 
 
 def given(args: argparse.Namespace, cls: type[Settings]) -> dict[str, Any]:

@@ -48,6 +48,8 @@ class Setting:
         Why the laptop default differs from the paper's value.
     cli : bool
         Offer a command-line flag.
+    flag : str
+        The flag's name when it is not the field's (``--name-with-dashes``).
     """
 
     kind: str
@@ -66,6 +68,7 @@ class Setting:
     paper: Any = _MISSING
     why: str = ""
     cli: bool = True
+    flag: str = ""
 
     @property
     def has_paper(self) -> bool:
@@ -77,7 +80,7 @@ def setting(default: Any, *, help: str, kind: str | None = None, low: float | No
             choices: Iterable = (), log: bool = False,
             check: Callable[[Any], str | None] | None = None, live: bool = False,
             control: bool = False, nullable: bool | None = None, special: Iterable[str] = (),
-            paper: Any = _MISSING, why: str = "", cli: bool = True) -> Any:
+            paper: Any = _MISSING, why: str = "", cli: bool = True, flag: str = "") -> Any:
     """A dataclass field declaring one setting; see :class:`Setting` for the arguments.
 
     ``kind`` is inferred from ``choices`` or the default's type; give it when the default is
@@ -93,7 +96,7 @@ def setting(default: Any, *, help: str, kind: str | None = None, low: float | No
     meta = Setting(kind=kind, help=help, low=low, high=high, low_open=low_open,
                    high_open=high_open, choices=choices, log=log, check=check, live=live,
                    control=control, nullable=default is None if nullable is None else nullable,
-                   special=tuple(special), paper=paper, why=why, cli=cli)
+                   special=tuple(special), paper=paper, why=why, cli=cli, flag=flag)
     if isinstance(default, dict):
         frozen = dict(default)
         return dataclasses.field(default_factory=lambda: dict(frozen), metadata={"esnb": meta})

@@ -4,6 +4,17 @@
 flags (:mod:`.command`)."""
 
 from esnb.lazy import lazy_names
+from esnb.runners.registry import Algorithm, Budget
+
+ALGORITHMS = (Algorithm(
+    "eorl", runner="esnb.runners.eorl.runner:EORL", config="esnb.runners.eorl.config:EORLConfig",
+    budgets={"episodes": Budget("episodes", "episodes to run, also the planned length E "
+                                            "(default: 400 on bitflip, 1000 on gridnav)")},
+    default_budget={"episodes": 400},
+    description="EORL (Khadilkar 2023): a population of Monte-Carlo DQNs sharing one buffer, "
+                "with crossover and mutation; its baselines with --algorithm.",
+    flags="esnb.runners.eorl.config:EORLCommand", adapt="esnb.runners.eorl.command:adapt",
+    skip=("env_kwargs", "episodes")),)
 
 _RUNNER = "esnb.runners.eorl.runner"
 _CONFIG = "esnb.runners.eorl.config"
@@ -11,7 +22,7 @@ _LAZY = {
     "EORL": _RUNNER, "VAN": _RUNNER, "PER": _RUNNER, "HER": _RUNNER, "CBE": _RUNNER,
     "CEMRLRoundRobin": _RUNNER, "EpisodeRunner": _RUNNER, "make_runner": _RUNNER,
     "runner_class": _RUNNER,
-    "ALGORITHMS": "esnb.runners.eorl.columns", "EORLConfig": _CONFIG, "EpisodeConfig": _CONFIG,
+    "COLUMNS": "esnb.runners.eorl.columns", "EORLConfig": _CONFIG, "EpisodeConfig": _CONFIG,
     "PERConfig": _CONFIG, "HERConfig": _CONFIG, "CBEConfig": _CONFIG,
     "CEMRLRoundRobinConfig": _CONFIG,
     "RunSpec": "esnb.runners.eorl.tasks", "run_one": "esnb.runners.eorl.tasks",

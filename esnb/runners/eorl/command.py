@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from esnb.rl.constants import ENV_IDS, resolve_env
-from esnb.runners.eorl.config import EORLConfig
+from esnb.runners.eorl.config import EORLCommand, EORLConfig
+from esnb.settings import given
 
 #: planned episodes (and the budget) when --episodes is not given: the paper's first length
 DEFAULT_EPISODES = {ENV_IDS["bitflip"]: 400, ENV_IDS["gridnav"]: 1000}
@@ -59,19 +60,21 @@ def adapt(args: argparse.Namespace, values: dict[str, Any]) -> tuple[type, dict[
             raise ValueError(f"{args.resume} holds a {algorithm!r} run, not one of "
                              f"{', '.join(classes)}")
         return classes[algorithm], values
+    flags = EORLCommand.build(**given(args, EORLCommand))
     env = resolve_env(values.get("env", EORLConfig.preset_values()["env"]))
-    values["env_kwargs"] = env_kwargs(env, args.size, args.subgoal, args.stochasticity)
+    values["env_kwargs"] = env_kwargs(env, flags.size, flags.subgoal, flags.stochasticity)
     if args.budget_episodes is None:
         args.budget_episodes = DEFAULT_EPISODES[env]
     values["episodes"] = int(args.budget_episodes)
-    if args.eorl_algorithm == "EORL":
+    name = flags.algorithm_name
+    if name == "EORL":
         return RUNNERS["EORL"], values
-    cls, named = algorithm_runner(args.eorl_algorithm)
+    cls, named = algorithm_runner(name)
     foreign = [k for k in values if k not in cls.Config.names()]
     if foreign:
-        flags = "/".join("--" + k.replace("_", "-") for k in foreign)
-        raise ValueError(f"{flags} do(es) not apply to --algorithm {args.eorl_algorithm}")
+        flag_names = "/".join("--" + k.replace("_", "-") for k in foreign)
+        raise ValueError(f"{flag_names} do(es) not apply to --algorithm {name}")
     if "variant" in named and values.get("variant", named["variant"]) != named["variant"]:
-        raise ValueError(f"--algorithm {args.eorl_algorithm} is the variant "
-                         f"{named['variant']}: leave out --variant")
+        raise ValueError(f"--algorithm {name} is the variant {named['variant']}: leave out "
+                         f"--variant")
     return cls, {**values, **named}

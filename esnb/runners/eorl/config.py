@@ -37,6 +37,7 @@ from esnb.rl.constants import (
     PER_BETA0,
     resolve_env,
 )
+from esnb.runners.eorl.columns import COLUMNS
 from esnb.settings import Settings, setting
 
 #: the variant a run takes when neither ``variant`` nor a rate is given
@@ -205,3 +206,21 @@ class EORLConfig(PopulationConfig):
         if missing:
             raise ValueError(f"{', '.join(missing)} unset: build EORLConfig with "
                              f"EORLConfig.build (it takes them from the variant)")
+
+
+@dataclass(frozen=True)
+class EORLCommand(Settings):
+    """``esnb train eorl``'s flags that are no setting of a runner: which algorithm of the
+    paper's tables, and the environment's version (turned into the runner class and its
+    ``env_kwargs`` by :func:`esnb.runners.eorl.command.adapt`)."""
+
+    algorithm: ClassVar[str] = "esnb train eorl"
+
+    algorithm_name: str = setting(
+        "EORL", choices=("EORL", *COLUMNS), flag="--algorithm",
+        help="EORL (with --variant or --kappa/--mu/--schedule) or a table column")
+    size: int = setting(6, low=1, help="bits (bitflip) or grid side (gridnav)")
+    subgoal: str = setting("0", choices=("0", "1", "2+", "2-"),
+                           help="bitflip: 0 or 1; gridnav: 0, 1, 2+ or 2-")
+    stochasticity: float = setting(0.0, low=0.0, high=1.0,
+                                   help="gridnav only: probability of a random move")

@@ -33,7 +33,7 @@ from esnb.rl.eorl import EORLLearner
 from esnb.rl.eorl_baselines import CBELearner, CEMRRLearner, HERLearner, PERLearner
 from esnb.rl.eorl_learners import MCLearner
 from esnb.runners.base import Runner
-from esnb.runners.eorl.columns import ALGORITHMS
+from esnb.runners.eorl.columns import COLUMNS
 from esnb.runners.eorl.config import (
     CBEConfig,
     CEMRLRoundRobinConfig,
@@ -215,10 +215,10 @@ def runner_class(name: str) -> type[EpisodeRunner]:
 
 def algorithm_runner(algorithm: str) -> tuple[type[EpisodeRunner], dict]:
     """The runner class and settings of a table column name (``"VAN"``, ``"EORL-ACTV"``)."""
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"unknown algorithm {algorithm!r}; valid: {', '.join(ALGORITHMS)} "
+    if algorithm not in COLUMNS:
+        raise ValueError(f"unknown algorithm {algorithm!r}; valid: {', '.join(COLUMNS)} "
                          f"(CER is not implemented)")
-    cls_name, settings = ALGORITHMS[algorithm]
+    cls_name, settings = COLUMNS[algorithm]
     return runner_class(cls_name), dict(settings)
 
 

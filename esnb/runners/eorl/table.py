@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from esnb.runners.eorl.columns import ALGORITHMS
+from esnb.runners.eorl.columns import COLUMNS
 from esnb.runners.eorl.tasks import LAST, RunSpec, env_columns, run_one
 from esnb.runners.sweep import map_runs
 
@@ -68,7 +68,7 @@ def summarise(table: pd.DataFrame, by: Sequence[str] | None = None,
         by = [c for c in ("n_bits", "subgoal", "size", "subgoals", "stochasticity", "episodes")
               if c in table.columns]
     wide = table.pivot_table(index=list(by), columns="algorithm", values=value, aggfunc="mean")
-    cols = [a for a in ALGORITHMS if a in wide.columns]
+    cols = [a for a in COLUMNS if a in wide.columns]
     return wide[cols]
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from esnb.runners.eorl.columns import ALGORITHMS
+from esnb.runners.eorl.columns import COLUMNS
 from esnb.runners.eorl.runner import make_runner
 
 LAST = 100  # the paper's tables: mean reward over the last 100 training episodes
@@ -21,7 +21,7 @@ class RunSpec:
     Attributes
     ----------
     algorithm : str
-        A table column name (:data:`esnb.runners.eorl.columns.ALGORITHMS`).
+        A table column name (:data:`esnb.runners.eorl.columns.COLUMNS`).
     env : str
         ``"bitflip"`` or ``"gridnav"``.
     env_kwargs : tuple of (key, value)
@@ -44,9 +44,9 @@ class RunSpec:
     options: tuple = field(default=())
 
     def __post_init__(self):
-        if self.algorithm not in ALGORITHMS:
+        if self.algorithm not in COLUMNS:
             raise ValueError(f"unknown algorithm {self.algorithm!r}; valid: "
-                             f"{', '.join(ALGORITHMS)} (CER is not implemented)")
+                             f"{', '.join(COLUMNS)} (CER is not implemented)")
         object.__setattr__(self, "env_kwargs", tuple(sorted(dict(self.env_kwargs).items())))
         object.__setattr__(self, "options", tuple(sorted(dict(self.options).items())))
 
