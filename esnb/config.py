@@ -26,11 +26,6 @@ dask.config.update_defaults(_defaults)
 #: values of ``esnb.cluster.type``
 CLUSTER_TYPES = ("local", "address", "slurm", "pbs", "sge", "lsf")
 
-#: what ``esnb.plot.drawer`` may name: esnb's own drawers (``module:function``, imported only
-#: when a plot is drawn; runners never import the UI). A setting that named any importable
-#: function would run whatever a configuration file or environment variable said.
-PLOT_DRAWERS = {"bokeh": "esnb.ui.plots:history_figure"}
-
 #: ``host:port`` or ``:port`` (IPv6 hosts in brackets), a port in [0, 65535]
 _HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]*):(\d{1,5})")
 
@@ -88,8 +83,6 @@ SCHEMA: dict[str, tuple[Callable[[Any], bool], str]] = {
                                   "a number of seconds > 0"),
     "noise.size": _integer(1),
     "noise.seed": _integer(0),
-    "plot.drawer": ((lambda v: isinstance(v, str) and v in PLOT_DRAWERS),
-                    "one of " + ", ".join(PLOT_DRAWERS)),
 }
 
 
@@ -103,9 +96,30 @@ def get(key: str, default=None):
     return value
 
 
+#: keys whose values are free-form mappings (not descended into when looking for unknown keys)
+_MAPPINGS = ("cluster.kwargs", "cluster.security")
+
+
+def _keys(tree: Any, prefix: str = "") -> list[str]:
+    if not isinstance(tree, dict) or prefix.rstrip(".") in _MAPPINGS:
+        return [prefix.rstrip(".")]
+    return [k for name, sub in tree.items()
+            for k in _keys(sub, f"{prefix}{str(name).replace('_', '-')}.")]
+
+
 def check() -> None:
-    """Read every key of :data:`SCHEMA` once: a bad value anywhere is one error now, before a
-    command starts anything (not when a run first reads it, or in a plot at its end)."""
+    """Read every key of :data:`SCHEMA` once, and refuse keys esnb does not have: a bad value
+    or a typo anywhere is one error now, before a command starts anything (not when a run
+    first reads it, or never)."""
+    import difflib
+
+    known = set(_keys(_defaults["esnb"]))
+    unknown = [k for k in _keys(dask.config.get("esnb", default={})) if k not in known]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], sorted(known), n=1)
+        raise ValueError(f"esnb.{unknown[0]} (dask config: esnb.yaml, ~/.config/dask/ or "
+                         f"DASK_ESNB__...) is no setting of esnb"
+                         + (f"; did you mean esnb.{close[0]}?" if close else ""))
     for key in SCHEMA:
         get(key)
 

@@ -148,8 +148,9 @@ def test_resume_applies_live_settings_and_refuses_fixed_ones(tmp_path):
      "--address '127.0.0.1:notaport' is no scheduler address"),
     ([], {"DASK_ESNB__CLUSTER__DASHBOARD_ADDRESS": "garbage:xyz"},
      "esnb.cluster.dashboard-address (dask config"),
-    # a setting naming code to import accepts only esnb's drawers
+    # no setting names code to import (esnb.plot.drawer went, issue 21); typos are answered
     ([], {"DASK_ESNB__PLOT__DRAWER": "os:system"}, "esnb.plot.drawer (dask config"),
+    ([], {"DASK_ESNB__CLUSTER__N_WORKER": "2"}, "did you mean esnb.cluster.n-workers?"),
     # keyword arguments the env takes but cannot use: its first step, said in one line
     (["--env", "Pendulum-v1", "--env-kwargs", '{"g": "abc"}'], None,
      "'Pendulum-v1' with env_kwargs {'g': 'abc'} fails on its first step: TypeError"),

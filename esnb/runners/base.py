@@ -13,7 +13,6 @@ checkpoint state; they never touch threads.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import math
 import threading
@@ -24,7 +23,6 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from esnb import config as dask_config
 from esnb.controls import ControlChange, ControlSnapshot
 from esnb.settings import Settings, markdown_table
 
@@ -375,17 +373,12 @@ class Runner:
         return pd.DataFrame(list(self._change_log), columns=cols)
 
     def plot(self):
-        """A figure of the history: the one the live view draws (bokeh).
+        """A figure of the history: the one the live view draws (bokeh); the same as
+        ``esnb.ui.plot(runner)``. Runners describe their plots (:mod:`esnb.runners.plotspec`),
+        :mod:`esnb.figures` draws them."""
+        from esnb.figures import plot
 
-        Runners only describe their plots (:mod:`esnb.runners.plotspec`); the drawing function
-        is the one of esnb's drawers that the setting ``esnb.plot.drawer`` names (default
-        ``bokeh``: ``esnb.ui.plots:history_figure``), so this layer never imports the UI.
-        """
-        drawer = dask_config.PLOT_DRAWERS[dask_config.get("plot.drawer")]
-        module, _, attr = drawer.partition(":")
-        draw = getattr(importlib.import_module(module), attr)
-        return draw(self.history, self.changes, title=f"{self.algorithm} {self.name}",
-                    runner=self)
+        return plot(self)
 
     #: the last :meth:`evaluate_final`: mean, std, episodes and where the run was; plots mark it
     final_evaluation: dict[str, Any] | None = None

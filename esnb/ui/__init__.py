@@ -6,7 +6,8 @@
   a status line with the Dask dashboard link;
 - :class:`LivePlot`: a bokeh figure in ``jupyter_bokeh.BokehModel``, appended to by one pump
   thread (:mod:`esnb.ui.pump` says why a thread);
-- :func:`history_figure` / ``runner.plot()``: the same drawing of a finished run.
+- :func:`plot` (``esnb.ui.plot(runner)``, also ``runner.plot()``) and :func:`history_figure`:
+  the same drawing of a finished run (:mod:`esnb.figures`).
 
 Runners add plot panels without widget code: see :mod:`esnb.runners.plotspec` (``plot_panels``).
 Names load lazily, so declaring panels (:class:`PlotPanel`, :class:`Series`) imports neither
@@ -22,8 +23,9 @@ _LAZY = {
     "LivePlot": "esnb.ui.liveplot",
     "Dashboard": "esnb.ui.board",
     "dashboard": "esnb.ui.board",
-    "history_figure": "esnb.ui.plots",
-    "RunFigure": "esnb.ui.plots",
+    "plot": "esnb.figures",
+    "history_figure": "esnb.figures",
+    "RunFigure": "esnb.figures",
     "PlotPanel": "esnb.runners.plotspec",
     "Series": "esnb.runners.plotspec",
     "panels_for": "esnb.runners.plotspec",

@@ -5,6 +5,10 @@
 ever *appends* rows (``ColumnDataSource.stream``). :func:`history_figure` appends a finished
 history in one go; :class:`esnb.ui.LivePlot` appends the rows a running runner adds. Both go
 through :meth:`RunFigure.add`, so the static export and the live plot are the same drawing.
+:func:`plot` (``esnb.ui.plot(runner)``, ``runner.plot()``) draws a runner's whole history.
+
+Its place is beside the runners, not in the UI: it draws with bokeh and knows no widget, and
+``runner.plot()`` and the CLI's ``plot.html`` import it directly (runners never import the UI).
 """
 
 from __future__ import annotations
@@ -314,3 +318,9 @@ def history_figure(history: pd.DataFrame, changes: pd.DataFrame | None = None,
     if final:
         fig.mark_final(final)
     return fig.layout
+
+
+def plot(runner):
+    """The figure of ``runner``'s history so far (bokeh; ``runner.final_evaluation`` starred)."""
+    return history_figure(runner.history, runner.changes,
+                          title=f"{runner.algorithm} {runner.name}", runner=runner)
