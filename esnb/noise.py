@@ -2,10 +2,10 @@
 
 Every process that needs perturbations builds the same float32 block of N(0, 1) noise from a
 seed, so a perturbation travels as one integer (its offset into the table) instead of ``d``
-floats. :func:`get_noise_table` (the driver, and every worker through
-:class:`esnb.cluster.NoiseTablePlugin`) keeps one table per host: the first process builds it
-into shared memory (:mod:`esnb.shm`, a file in ``/dev/shm`` named by seed, size and dtype) and
-every other process maps the same pages read-only, as OpenAI's and RLlib's ES did; where there
+floats. :func:`get_noise_table` (the driver, and every worker: :class:`esnb.ES` has its executor
+run it on each) keeps one table per host: the first process builds it into shared memory
+(:mod:`esnb.shm`, a file in ``/dev/shm`` named by seed, size and dtype) and every other
+process maps the same pages read-only, as OpenAI's and RLlib's ES did; where there
 is no shared memory each process builds a private copy (one log line). The values are the
 same either way. Nothing here imports Dask.
 

@@ -210,3 +210,24 @@ def test_placement_waits_for_a_worker_that_takes_tasks(fresh_client):
     assert ex.addresses(recent=True) == both  # fetched before the retirement
     joined = ex.addresses(recent=True)
     assert len(joined) == 1 and joined[0] not in both
+
+
+def test_both_executors_implement_every_call_of_the_protocol(client):
+    """The contract is one typed Protocol: every call it declares is the executor's own."""
+    import inspect
+
+    from esnb.runners.executor import Executor
+
+    calls = [n for n, v in vars(Executor).items()
+             if not n.startswith("_") and (callable(v) or isinstance(v, property))]
+    assert {"submit", "run", "actor", "channel", "background", "on_every_worker"} <= set(calls)
+    for executor in (InlineExecutor(), DaskExecutor(client)):
+        assert isinstance(executor, Executor)
+        for name in calls:  # defined by the executor itself, not inherited as a stub
+            owner = next(c for c in type(executor).__mro__ if name in vars(c))
+            assert owner is not Executor, (type(executor).__name__, name)
+            if callable(getattr(executor, name)):
+                proto = inspect.signature(getattr(Executor, name))
+                mine = inspect.signature(getattr(type(executor), name))
+                assert list(proto.parameters) == list(mine.parameters), (name, proto, mine)
+    assert not isinstance(client, Executor)  # a Dask client is no executor

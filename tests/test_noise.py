@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from esnb import normals
-from esnb.cluster import NoiseTablePlugin
+from esnb.cluster import register_noise_table
 from esnb.noise import (
     NoiseConfig,
     NoiseTable,
@@ -57,14 +57,14 @@ def test_bad_size():
 
 def test_plugin_builds_the_same_table_on_every_worker(client):
     cfg = NoiseConfig(size=300_000, seed=11)
-    client.register_plugin(NoiseTablePlugin(cfg))
+    register_noise_table(client, cfg)
     # built by the plugin at registration, not shipped and not built by a task
     assert all(client.run(has_noise_table, cfg).values())
     digests = client.run(lambda: float(get_noise_table(cfg).noise.astype(np.float64).sum()))
     local = float(NoiseTable(cfg).noise.astype(np.float64).sum())
     assert len(digests) == 2 and all(d == local for d in digests.values())
     # registering again is a no-op (idempotent) and keeps the table
-    client.register_plugin(NoiseTablePlugin(cfg))
+    register_noise_table(client, cfg)
     assert all(client.run(has_noise_table, cfg).values())
 
 
@@ -74,7 +74,7 @@ def test_workers_and_driver_map_one_table_per_host(client):
     table = get_noise_table(cfg)
     if table.shared_path is None:
         pytest.skip("no writable shared-memory directory on this machine")
-    client.register_plugin(NoiseTablePlugin(cfg))
+    register_noise_table(client, cfg)
 
     def where():
         path = get_noise_table(cfg).shared_path

@@ -54,8 +54,8 @@ from esnb.cluster.jobqueue import (
 from esnb.cluster.options import dashboard_address_for, underscored
 from esnb.cluster.plugins import (
     ACTOR_RESOURCE,
+    EveryWorker,
     KeepActorWorkers,
-    NoiseTablePlugin,
     TorchThreadsPlugin,
     actor_resources,
     register_noise_table,
@@ -66,7 +66,7 @@ from esnb.config import CLUSTER_TYPES
 from esnb.noise import NoiseConfig
 
 __all__ = ["ACTOR_RESOURCE", "CLUSTER_TYPES", "JOBQUEUE_CLASSES", "ActorWorker", "check_address",
-           "EsnbAdaptive", "EsnbClient", "KeepActorWorkers", "NoiseTablePlugin",
+           "EsnbAdaptive", "EsnbClient", "EveryWorker", "KeepActorWorkers",
            "QuietDeathsPlugin",
            "TorchThreadsPlugin", "actor_resources", "lifetime_args", "make_client",
            "make_security", "register_noise_table", "walltime_seconds"]

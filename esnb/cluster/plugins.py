@@ -1,5 +1,6 @@
-"""Worker and scheduler plugins: per-worker state built on every worker (the noise table,
-torch's thread count) and the protection of workers that hold actors."""
+"""Worker and scheduler plugins: per-worker state built on every worker (any function through
+:class:`EveryWorker`: a run's noise table; torch's thread count) and the protection of workers
+that hold actors."""
 
 from __future__ import annotations
 
@@ -11,35 +12,46 @@ import sys
 from distributed import Client, SchedulerPlugin, WorkerPlugin
 
 from esnb.lazy import after_import
-from esnb.noise import NoiseConfig, NoiseTableMismatch, drop_noise_table, get_noise_table
+from esnb.noise import NoiseConfig, drop_noise_table, get_noise_table
 
 #: worker resource of the long-lived worker that holds actors
 ACTOR_RESOURCE = "esnb-actor"
 
 
-class NoiseTablePlugin(WorkerPlugin):
-    """Builds the noise table on every worker, off the event loop (heartbeats keep flowing).
+class EveryWorker(WorkerPlugin):
+    """``fn(*args)`` on every worker as it registers (present ones and those that join later),
+    off the event loop (heartbeats keep flowing); ``teardown(*args)`` when the worker closes.
 
-    A worker whose table has another digest than ``noise.digest`` (the driver's) fails the
-    registration with :class:`~esnb.noise.NoiseTableMismatch`. Registering it again with the
-    same table is a no-op (``idempotent``).
+    A function that raises fails the registration with its error, the worker's address in
+    front (a worker whose noise table differs refuses a run this way). Registering the same
+    ``name`` again is a no-op (``idempotent``).
     """
 
     idempotent = True
 
-    def __init__(self, noise: NoiseConfig):
-        self.noise = noise
-        self.name = f"esnb-noise-{noise.key}"
+    def __init__(self, name: str, fn, args: tuple = (), teardown=None):
+        self.name, self.fn, self.args, self.on_teardown = name, fn, tuple(args), teardown
 
     async def setup(self, worker):
         loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(None, get_noise_table, self.noise)
-        except NoiseTableMismatch as exc:  # refuses the run: say which worker
-            raise NoiseTableMismatch(f"worker {worker.address}: {exc}") from None
+            await loop.run_in_executor(None, self.fn, *self.args)
+        except Exception as exc:  # say which worker
+            try:
+                said = type(exc)(f"worker {worker.address}: {exc}")
+            except Exception:  # noqa: BLE001 - an exception that takes other arguments
+                raise exc from None
+            raise said from None
 
     def teardown(self, worker):
-        drop_noise_table(self.noise)
+        if self.on_teardown is not None:
+            self.on_teardown(*self.args)
+
+
+def register_noise_table(client: Client, noise: NoiseConfig) -> None:
+    """Have every worker (present and future) build ``noise``; waits for present ones."""
+    client.register_plugin(EveryWorker(f"esnb-noise-{noise.key}", get_noise_table, (noise,),
+                                       drop_noise_table))
 
 
 class TorchThreadsPlugin(WorkerPlugin):
@@ -78,11 +90,6 @@ class KeepActorWorkers(SchedulerPlugin):
 
     def valid_workers_downscaling(self, scheduler, workers):
         return [ws for ws in workers if not ws.actors and ACTOR_RESOURCE not in ws.resources]
-
-
-def register_noise_table(client: Client, noise: NoiseConfig) -> None:
-    """Have every worker (present and future) build ``noise``; waits for present ones."""
-    client.register_plugin(NoiseTablePlugin(noise))
 
 
 def actor_resources(client: Client) -> dict | None:

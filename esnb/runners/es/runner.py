@@ -36,7 +36,13 @@ from esnb.envs.make import env_spaces
 from esnb.envs.obs_stats import ObsStats
 from esnb.es.iw import Batch
 from esnb.es.openai_es import OpenAIES
-from esnb.noise import DEFAULT_SEED, DEFAULT_SIZE, NoiseConfig, get_noise_table
+from esnb.noise import (
+    DEFAULT_SEED,
+    DEFAULT_SIZE,
+    NoiseConfig,
+    drop_noise_table,
+    get_noise_table,
+)
 from esnb.policies.spec import PolicySpec, init_params
 from esnb.record import restore_rng
 from esnb.runners.base import Runner, return_columns
@@ -120,7 +126,9 @@ class ES(Runner):
         self._rng = np.random.Generator(np.random.PCG64(seeds[1]))
         self._eval_rng = np.random.Generator(np.random.PCG64(seeds[2]))
 
-        self.executor.prepare_noise(noise)
+        # every worker maps (or builds) it, and refuses the run if its table differs
+        self.executor.on_every_worker(get_noise_table, noise, name=f"esnb-noise-{noise.key}",
+                                      teardown=drop_noise_table)
         self.es = OpenAIES(init_params(self.spec, init_rng), self.noise, lr=cfg.lr)
         self.obs_stats = ObsStats(self.spec.obs_dim)
         self.iw = IWUpdater()

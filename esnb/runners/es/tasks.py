@@ -1,7 +1,7 @@
 """ES's worker-side tasks (run on Dask workers, or inline in the driver).
 
 Workers keep per-process state across tasks: the noise table (built by
-:class:`esnb.cluster.NoiseTablePlugin`), one environment per configuration
+``executor.on_every_worker``), one environment per configuration
 (:func:`esnb.envs.rollout.cached_env`) and each run's ES state (:mod:`.replica`). A
 generation's tasks receive only the generation's small update, noise offsets, seeds and flags,
 and send back only returns, lengths and observation-statistic sums.

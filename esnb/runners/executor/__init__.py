@@ -1,30 +1,23 @@
 """Where a run's work happens: the one layer that knows inline from Dask.
 
-Every runner talks to an *executor*; it never asks whether there is a Dask client. Two
-implementations take the same calls:
+Every runner talks to an *executor* and never asks whether there is a Dask client. The calls
+are the :class:`Executor` protocol (:mod:`.protocol`, each with its doc); two executors take
+them:
 
-- :class:`InlineExecutor` runs everything in this process: ``submit`` computes at once and
-  returns a finished future, actors are plain objects, channels are local boxes, and
-  background loops (generators) advance one step per :meth:`~InlineExecutor.turn`. Nothing
+- :class:`InlineExecutor` (:mod:`.inline`) runs everything in this process: ``submit``
+  computes at once and returns a finished future, actors are plain objects, channels are
+  local boxes, and background loops (generators) advance one step per ``turn()``. Nothing
   depends on timing, so an inline run is reproducible.
-- :class:`~esnb.runners.executor.on_dask.DaskExecutor` submits futures to a cluster, holds actors on
-  workers (recreated elsewhere when their worker dies), publishes values as task results
-  (never ``scatter``: scattered data dies with its worker), and lists live workers in a way
-  that survives the client's empty-cache race.
+- :class:`~esnb.runners.executor.on_dask.DaskExecutor` (:mod:`.on_dask`) submits futures to a
+  cluster, holds actors on workers (recreated elsewhere when their worker dies), publishes
+  values as task results (never ``scatter``: scattered data dies with its worker), places
+  pinned calls again when their worker leaves (:mod:`.pinned`).
 
-The calls (both executors)
---------------------------
-``submit(fn, *args, key=, priority=, workers=, strict=, resources=)`` -> future;
-``run(calls, label)`` -> results in submission order; ``gather(futures)``;
-``as_completed()`` -> :class:`Completions`; ``wait_first(futures, timeout)``;
-``cancel(futures)``; ``put(obj)`` / ``release(handle)``;
-``actor(cls, *args, ...)`` -> :class:`ActorRef`; ``channel(name)`` -> a value box that tasks
-read; ``background(genfn, *args, ...)`` -> a long-running loop; ``turn()``;
-``workers()``, ``n_workers``, ``threads(exclude)``; ``stuck(keys)``, ``busy(prefix)``;
-``run_on_workers(fn)``; ``prepare_noise(noise)``; ``warm(fn, *args)`` (started on every
-worker in the background); ``close()``.
-Properties: ``remote`` (tasks run in other processes), ``reproducible`` (no timing-dependent
-decision allowed), ``dashboard_link``.
+The concepts both share, a module each: futures (:mod:`.futures`: :class:`Done`,
+:class:`Completions`), actors (:mod:`.actors`: :class:`ActorRef`, :class:`LocalProxy`) and
+channels (:mod:`.channels`: :class:`Box`, ``DaskChannel``). Here: :func:`make_executor` (an
+executor from whatever ``client=`` a runner was given), :func:`attach` (inside a task, the
+actor behind a handle) and :func:`session` (the cluster of one command).
 """
 
 from __future__ import annotations
@@ -32,16 +25,11 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from esnb.runners.executor.inline import (
-    INLINE,
-    ActorRef,
-    Box,
-    Completions,
-    Done,
-    Executor,
-    InlineExecutor,
-    LocalProxy,
-)
+from esnb.runners.executor.actors import ActorRef, LocalProxy
+from esnb.runners.executor.channels import Box
+from esnb.runners.executor.futures import Completions, Done
+from esnb.runners.executor.inline import INLINE, InlineExecutor
+from esnb.runners.executor.protocol import Executor
 
 __all__ = ["INLINE", "ActorRef", "Box", "Completions", "Done", "Executor", "InlineExecutor",
            "LocalProxy", "attach", "make_executor", "resolve_client", "session"]

@@ -1,5 +1,4 @@
-"""The executor that runs everything in this process (and what both executors share: the
-inline future, the actor reference, the completion queue).
+"""The executor that runs everything in this process.
 
 :class:`InlineExecutor`: ``submit`` computes at once and returns a finished future, actors are
 plain objects, channels are local boxes, and background loops (generators) advance one step per
@@ -8,198 +7,15 @@ plain objects, channels are local boxes, and background loops (generators) advan
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from esnb.noise import NoiseConfig, get_noise_table
+from esnb.runners.executor.actors import ActorRef, LocalProxy
+from esnb.runners.executor.channels import Box
+from esnb.runners.executor.futures import Completions, Done
+from esnb.runners.executor.protocol import Executor
 
 INLINE = "inline"
-
-
-class Done:
-    """A finished inline task with the interface of a Dask future."""
-
-    def __init__(self, value: Any = None, error: BaseException | None = None, key: str = ""):
-        self._value = value
-        self._error = error
-        self.key = key or f"inline-{uuid.uuid4().hex}"
-        self.status = "error" if error is not None else "finished"
-
-    @classmethod
-    def of(cls, fn: Callable, *args, key: str = "", **kwargs) -> Done:
-        """Run ``fn`` now; an exception is kept (and raised by :meth:`result`), as Dask does."""
-        try:
-            return cls(fn(*args, **kwargs), key=key)
-        except Exception as exc:  # noqa: BLE001 - delivered through result()/exception()
-            return cls(error=exc, key=key)
-
-    def done(self) -> bool:
-        return True
-
-    def result(self, timeout: float | None = None) -> Any:
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-    def exception(self, timeout: float | None = None) -> BaseException | None:
-        return self._error
-
-    def cancel(self) -> None:
-        pass
-
-    def release(self) -> None:
-        pass
-
-
-class Completions:
-    """Futures in completion order: ``add(future)``, ``next_batch(block=False)``, ``count``."""
-
-    def __init__(self):
-        self._done: list = []
-
-    def add(self, future) -> None:
-        self._done.append(future)
-
-    def next_batch(self, block: bool = False) -> list:
-        out, self._done = self._done, []
-        return out
-
-    def count(self) -> int:
-        return len(self._done)
-
-
-class Box:
-    """An inline channel: the latest value set, read by inline tasks."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self._value: Any = None
-        self._set = False
-
-    def set(self, value: Any) -> None:
-        self._value, self._set = value, True
-
-    def publish(self, value: Any) -> None:
-        """Set a (possibly large) value for tasks to read (Dask: sent once, as a task)."""
-        self.set(value)
-
-    def get(self, timeout: float | None = None) -> Any:
-        if not self._set:
-            raise TimeoutError(f"channel {self.name!r} holds no value yet")
-        return self._value
-
-    def delete(self) -> None:
-        self._value, self._set = None, False
-
-
-class LocalProxy:
-    """An inline actor as tasks see it: every method call returns a finished future, as a
-    Dask actor's call returns an ``ActorFuture``; so task code is the same inline and on a
-    cluster."""
-
-    def __init__(self, obj: Any):
-        self._obj = obj
-
-    def __getattr__(self, name: str):
-        method = getattr(self._obj, name)
-        if not callable(method):
-            return method
-
-        def call(*args, **kwargs):
-            return Done.of(method, *args, **kwargs)
-
-        return call
-
-
-class ActorRef:
-    """An actor held by an executor, recreated on demand.
-
-    Parameters
-    ----------
-    executor : InlineExecutor or DaskExecutor
-    cls : type
-        The actor's class (plain Python; it runs in-process too).
-    key : str
-        Prefix of its task keys (each creation adds its generation).
-    worker, resources, avoid, timeout
-        Placement, see :meth:`DaskExecutor.actor`.
-
-    Attributes
-    ----------
-    generation : int
-        Creations so far minus one (0 for the first).
-    address : str
-        Where it lives now (``"inline"`` in this process).
-    """
-
-    def __init__(self, executor, cls: type, key: str, *, worker: str | None = None,
-                 resources: dict | None = None, avoid: Iterable[str] = (),
-                 timeout: float = 60.0, place: str = "first"):
-        if worker is not None and resources is not None:
-            raise ValueError("place an actor with worker= or resources=, not both")
-        self.executor = executor
-        self.cls = cls
-        self.key = key
-        self.worker = worker
-        self.resources = resources
-        self.avoid = tuple(avoid)
-        self.timeout = float(timeout)
-        self.place = place
-        self.generation = -1
-        self.address: str | None = None
-        self.obj: Any = None  # the instance (inline) or Dask's Actor proxy
-        self._future = None
-
-    def create(self, *args, exclude: Iterable[str] = ()) -> ActorRef:
-        """Make a new instance with ``args`` (the old one, if any, is released)."""
-        old = self._future
-        self.generation += 1
-        self.obj, self._future, self.address = self.executor._create_actor(self, args,
-                                                                             tuple(exclude))
-        if old is not None:
-            old.release()
-        return self
-
-    @property
-    def lost(self) -> bool:
-        """Whether the worker holding it is gone (never for an inline actor)."""
-        return self.executor._actor_lost(self)
-
-    def confirm_lost(self, timeout: float = 30.0) -> bool:
-        """Wait until the scheduler confirms the loss, or ``timeout``; a call can fail before
-        the scheduler has dropped the worker, and recreating then would pick it again."""
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.lost or self.address not in self.executor.workers():
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.1)
-
-    def submit(self, method: str, *args, **kwargs):
-        """Call ``method`` without waiting: a future (inline: already finished)."""
-        return self.executor._actor_call(self, method, args, kwargs)
-
-    def handle(self) -> Any:
-        """What a task needs to reach this actor (pass it to :func:`esnb.runners.executor.attach`
-        inside the task): a :class:`LocalProxy` inline, else ``{"cls", "address", "key",
-        "generation"}``."""
-        return self.executor._actor_handle(self)
-
-    def release(self) -> None:
-        if self._future is not None:
-            self._future.release()
-        self._future = None
-        self.obj = None
-
-
-class Executor:
-    """What both executors are (for ``isinstance``); the calls are listed in the module doc."""
-
-    remote: bool
-    reproducible: bool
 
 
 class InlineExecutor(Executor):
@@ -210,6 +26,7 @@ class InlineExecutor(Executor):
     dashboard_link = None
     client = None
     sent_bytes = None  # nothing is sent
+
     def __init__(self):
         self._loops: list[list] = []  # [generator, Done future] of running background loops
 
@@ -224,8 +41,9 @@ class InlineExecutor(Executor):
     def threads(self, exclude: Iterable[str] = ()) -> int:
         return 1
 
-    def prepare_noise(self, noise: NoiseConfig) -> None:
-        get_noise_table(noise)
+    def on_every_worker(self, fn: Callable, *args, name: str,
+                        teardown: Callable | None = None) -> None:
+        fn(*args)  # this process is the only worker
 
     def warm(self, fn: Callable, *args) -> None:
         """Nothing to do: this process prepares the run itself."""

@@ -31,14 +31,15 @@ import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from distributed import Actor, Client, Future, Variable, as_completed
+from distributed import Actor, Client, Future, as_completed
 from distributed import wait as dask_wait
 
 from esnb import config
 from esnb.cluster.worker_calls import drive, hold, in_background
-from esnb.noise import NoiseConfig
-from esnb.runners.executor.inline import ActorRef, Executor
+from esnb.runners.executor.actors import ActorRef
+from esnb.runners.executor.channels import DaskChannel
 from esnb.runners.executor.pinned import Pinned
+from esnb.runners.executor.protocol import Executor
 
 log = logging.getLogger("esnb.cluster")
 
@@ -51,49 +52,6 @@ def attach(handle: dict) -> Actor:
     module, name = handle["cls"].split(":")
     cls = getattr(importlib.import_module(module), name)
     return Actor(cls, handle["address"], handle["key"])
-
-
-class Channel:
-    """A named value on the scheduler (a Dask ``Variable``) that tasks read.
-
-    ``set`` holds a small value; ``publish`` sends a large one once as a task result and points
-    the variable at it (the previous one is released). Picklable: a task receives it as an
-    argument and reads it with its worker's client.
-    """
-
-    def __init__(self, name: str, client: Client | None = None):
-        self.name = name
-        self._var = Variable(name, client=client)
-        self._executor: DaskExecutor | None = None
-        self._published: Future | None = None
-
-    def __reduce__(self):
-        return Channel, (self.name,)
-
-    def set(self, value: Any) -> None:
-        self._var.set(value)
-
-    def publish(self, value: Any) -> None:
-        fut = self._executor.put(value, prefix=self.name)
-        self._var.set(fut)
-        old, self._published = self._published, fut
-        if old is not None:
-            old.release()
-
-    def get(self, timeout: float | None = None) -> Any:
-        value = self._var.get(timeout=timeout)
-        if isinstance(value, Future):
-            value = value.result(timeout=timeout)
-        return value
-
-    def delete(self) -> None:
-        if self._published is not None:
-            self._published.release()
-            self._published = None
-        try:
-            self._var.delete()
-        except Exception:  # noqa: BLE001 - the scheduler may be gone already
-            pass
 
 
 class DaskExecutor(Executor):
@@ -144,10 +102,13 @@ class DaskExecutor(Executor):
                 return workers
             time.sleep(0.2)
 
-    def prepare_noise(self, noise: NoiseConfig) -> None:
-        from esnb.cluster import register_noise_table
+    def on_every_worker(self, fn: Callable, *args, name: str,
+                        teardown: Callable | None = None) -> None:
+        """``fn(*args)`` on every worker, present and future (a worker plugin named ``name``,
+        see :class:`esnb.cluster.plugins.EveryWorker`)."""
+        from esnb.cluster.plugins import EveryWorker
 
-        register_noise_table(self.client, noise)
+        self.client.register_plugin(EveryWorker(name, fn, args, teardown))
 
     def warm(self, fn: Callable, *args) -> None:
         """Start ``fn(*args)`` in the background on every present worker and return at once
@@ -348,10 +309,8 @@ class DaskExecutor(Executor):
         return {"cls": f"{ref.cls.__module__}:{ref.cls.__qualname__}", "address": ref.address,
                 "key": ref.obj.key, "generation": ref.generation}
 
-    def channel(self, name: str) -> Channel:
-        ch = Channel(f"{name}-{self.token}", client=self.client)
-        ch._executor = self
-        return ch
+    def channel(self, name: str) -> DaskChannel:
+        return DaskChannel(f"{name}-{self.token}", client=self.client, executor=self)
 
     # -- background loops --------------------------------------------------------------------
     def background(self, genfn: Callable, *args, key: str = "",
