@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from esnb.es import OpenAIES, es_gradient, get_shaping, weighted_noise_sum
+from esnb.es import OpenAIES, Step, es_gradient, get_shaping, weighted_noise_sum
 from esnb.es import gradient as es_mod
 from esnb.es.shaping import centered_ranks, raw, sign
 from esnb.noise import NoiseConfig, get_noise_table
@@ -90,7 +90,7 @@ def test_ask_tell_climbs_a_quadratic():
         eps = TABLE.gather(idx, dim)
         f = lambda x: -np.sum((x - target) ** 2, axis=-1)  # noqa: E731
         returns = np.stack([f(es.theta + sigma * eps), f(es.theta - sigma * eps)], axis=1)
-        es.tell(idx, returns, lr=0.05)
+        es.tell(Step.of(idx, returns, lr=0.05))
     assert np.linalg.norm(es.theta - target) < start / 20
 
 

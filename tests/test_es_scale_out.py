@@ -132,11 +132,12 @@ def test_a_replica_that_would_not_match_is_dropped_and_answers_stale():
     sync = Sync(2, es.theta.copy(), state, es.obs_stats.state_dict(), good)
     token = "test-replica"
     try:
-        assert replica_for(noise, token, Update(2, None, (), 0.02, good), sync, True) is not None
+        current = Update(2, None, (), None, 0.02, good)
+        assert replica_for(noise, token, current, sync, True) is not None
         # the next generation's update claims a state the replica cannot reach
-        wrong = Update(3, es._tell, (), 0.02, good ^ 1)
+        wrong = Update(3, es._step, (), es._step_obs, 0.02, good ^ 1)
         assert replica_for(noise, token, wrong, None, True) is None
-        assert replica_for(noise, token, Update(3, None, (), 0.02, good), None, True) is None
+        assert replica_for(noise, token, Update(3, None, (), None, 0.02, good), None, True) is None
     finally:
         drop_replicas(token)
 

@@ -162,9 +162,21 @@ class Batch:
         return 2 * len(self.indices)
 
 
+@dataclass(frozen=True)
+class IWUpdate:
+    """One IW-ES update as data: the controls it was taken with (what the driver decided and
+    every replica replays, computing the gradient itself)."""
+
+    lr: float
+    weight_decay: float
+    sigma: float
+    clip: float
+    normalize: str
+
+
 @dataclass
-class IWStep:
-    """One attempted IW update: its weights' statistics and the gradient (None if skipped)."""
+class IWGradient:
+    """One attempted IW update's gradient (None if skipped) and its weights' statistics."""
 
     ess: float
     ess_frac: float
@@ -176,7 +188,7 @@ class IWStep:
 
 def iw_gradient(noise: NoiseTable, batch: Batch, theta: np.ndarray, sigma_new: float,
                 clip: float = 1.0, normalize: str = "sum",
-                dots: np.ndarray | None = None) -> IWStep:
+                dots: np.ndarray | None = None) -> IWGradient:
     """The IW-ES gradient at ``theta`` from ``batch``, with the statistics of its weights.
 
     ``dots`` are ``eps_j . delta`` per pair (one per pair, for the ``+eps`` member); computed
@@ -205,7 +217,7 @@ def iw_gradient(noise: NoiseTable, batch: Batch, theta: np.ndarray, sigma_new: f
                                    sigma_old, sigma_new)
     n = log_w.size
     if not np.all(np.isfinite(log_w)):
-        return IWStep(float("nan"), float("nan"), float("nan"), float("nan"), None,
+        return IWGradient(float("nan"), float("nan"), float("nan"), float("nan"), None,
                       "non-finite log-weights")
     ess = effective_sample_size(log_w)
     log_c = np.log(clip)
@@ -222,7 +234,7 @@ def iw_gradient(noise: NoiseTable, batch: Batch, theta: np.ndarray, sigma_new: f
         weight_sum = float(w.sum())
         z = weight_sum if normalize == "sum" else float(n)
     if not (z > 0 and np.isfinite(z)):
-        return IWStep(ess, ess / n, clipped_frac, weight_sum, None, "weights sum to zero")
+        return IWGradient(ess, ess / n, clipped_frac, weight_sum, None, "weights sum to zero")
     ws = w * batch.shaped
     # sum_i w_i s_i eps_i over mirrored pairs, then the delta term
     grad = sigma_old * weighted_noise_sum(noise, batch.indices, ws[:, 0] - ws[:, 1], dim)
@@ -230,5 +242,5 @@ def iw_gradient(noise: NoiseTable, batch: Batch, theta: np.ndarray, sigma_new: f
     grad /= sigma_new * z
     # the parameters are float32: a gradient beyond float32's range would become inf, then NaN
     if not (np.all(np.isfinite(grad)) and np.abs(grad).max(initial=0) < F32_MAX):
-        return IWStep(ess, ess / n, clipped_frac, weight_sum, None, "non-finite gradient")
-    return IWStep(ess, ess / n, clipped_frac, weight_sum, grad)
+        return IWGradient(ess, ess / n, clipped_frac, weight_sum, None, "non-finite gradient")
+    return IWGradient(ess, ess / n, clipped_frac, weight_sum, grad)

@@ -1,5 +1,14 @@
-"""OpenAI-ES and IW-ES: the runner (:mod:`.runner`), its settings (:mod:`.config`), its
-worker-side tasks (:mod:`.tasks`) and IW-ES's reuse of a batch (:mod:`.iw`)."""
+"""OpenAI-ES and IW-ES on an executor, one generation at a time.
+
+The driver (:mod:`.runner`, ``esnb.ES``) asks for noise offsets, env seeds and observation
+flags; the workers roll out mirrored pairs on their own replica of theta (:mod:`.tasks`,
+:mod:`.replica`), placed one task per worker in turn (:mod:`.dispatch`); the driver's
+``OpenAIES.tell`` takes the step, described as data (:class:`esnb.es.Step`), and the next
+generation's tasks carry that same ``Step`` so every replica applies it with the same call
+and gets the same bits (checked by a checksum). IW-ES (:mod:`.iw`) reuses the batch for up to
+K more updates, also sent as data (:class:`esnb.es.iw.IWUpdate`). Workers on the driver's host
+read theta from a shared file instead (:mod:`.host_theta`). Settings: :mod:`.config`.
+"""
 
 from esnb.lazy import lazy_names
 from esnb.runners.registry import Algorithm, Budget

@@ -59,10 +59,13 @@ class Generations:
         self.addresses: list[str] = []
         self.mapping: set[str] = set()  # workers that read the driver's theta last time
 
-    def update(self, generation: int, tell, iw: Sequence, sigma: float, theta: np.ndarray,
-               mean: np.ndarray | None, std: np.ndarray | None) -> Update:
+    def update(self, generation: int, step, iw: Sequence, obs, sigma: float,
+               theta: np.ndarray, mean: np.ndarray | None, std: np.ndarray | None) -> Update:
+        """The :class:`Update` to ``generation``: the previous ordinary ``step``, this
+        generation's ``iw`` updates, the previous batch's ``obs`` sums and the state's checksum
+        (its theta also published to this host's workers)."""
         shared = self.host_theta.publish(generation, theta, mean, std)
-        return Update(generation, tell, tuple(iw), float(sigma), checksum(theta, mean, std),
+        return Update(generation, step, tuple(iw), obs, float(sigma), checksum(theta, mean, std),
                       shared, self.host_theta.host)
 
     def run(self, update: Update, calls: list[tuple[Callable, tuple]], label: str,

@@ -13,7 +13,7 @@ checkpoints and used when the run continues.
 With ``iw_adaptive`` the updates go on while ESS/n of the raw weights stays above
 ``iw_ess_threshold`` (the paper's future work: skip updates whose variance is excessive).
 
-Every worker replays the updates taken (:class:`~esnb.runners.es.replica.IWUpdate`) on its own
+Every worker replays the updates taken (:class:`~esnb.es.iw.IWUpdate`) on its own
 replica, computing the ``eps_j . delta`` dot products from its own theta: nothing of size d
 travels (the paper's section 3.2 distributed them; with replicas no process waits for them).
 """
@@ -25,14 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from esnb.es.iw import Batch
-from esnb.runners.es.replica import IWUpdate, apply_iw, iw_step_gradient
+from esnb.es.iw import Batch, IWUpdate
 
 log = logging.getLogger("esnb.iw")
 
 
-class IWUpdater:
-    """Holds the pending batch and makes its IW updates."""
+class IWReuse:
+    """Holds the pending batch and makes its IW updates (the maths: :class:`OpenAIES`'s
+    :meth:`~esnb.es.OpenAIES.iw_gradient` and :meth:`~esnb.es.OpenAIES.tell_iw`)."""
 
     def __init__(self):
         self.pending: Batch | None = None
@@ -54,7 +54,7 @@ class IWUpdater:
             k = batch.updates + 1
             update = IWUpdate(snap.lr, snap.weight_decay, snap.sigma, snap.iw_clip,
                               snap.iw_normalize)
-            step = iw_step_gradient(es, batch, update)
+            step = es.iw_gradient(batch, update)
             entry = {"generation": generation, "batch_generation": batch.generation, "k": k,
                      "ess": step.ess, "ess_frac": step.ess_frac,
                      "clipped_frac": step.clipped_frac, "sigma_old": batch.sigma_old,
@@ -74,7 +74,7 @@ class IWUpdater:
                 self.log.append(entry)
                 row["iw_skipped"] = entry["skipped"]
                 break
-            info = apply_iw(es, batch, update, step)
+            info = es.tell_iw(batch, update, step)
             entry.update(grad_norm=info["grad_norm"], update_norm=info["update_norm"])
             self.log.append(entry)
             taken.append(update)

@@ -4,12 +4,13 @@ Algorithm 2).
 Each worker process keeps, per run, a :class:`Replica`: theta, Adam's state and the
 observation statistics as of some generation. Every generation the driver publishes one small
 :class:`Update` -- the previous generation's ordinary update as noise offsets and shaped
-returns (:class:`Tell`), this generation's IW-ES updates (:class:`IWUpdate`), the observation
-sums that join the statistics -- and the checksum of the state it leads to. The first task of
-a generation on a worker applies it with the very functions the driver ran
-(:func:`apply_tell`, :func:`apply_iw`: numpy float32, same inputs, same bits), checks the
-checksum, and only then rolls out. A worker that joined, restarted or missed a generation, or
-whose state would not match, answers "stale" and is sent the whole state once (:class:`Sync`).
+returns (an :class:`esnb.es.Step`), this generation's IW-ES updates
+(:class:`esnb.es.iw.IWUpdate`), the observation sums that join the statistics -- and the
+checksum of the state it leads to. The first task of a generation on a worker applies it with
+the very methods the driver ran (:meth:`OpenAIES.tell`, :meth:`OpenAIES.tell_iw`: numpy
+float32, same inputs, same bits), checks the checksum, and only then rolls out. A worker that
+joined, restarted or missed a generation, or whose state would not match, answers "stale"
+and is sent the whole state once (:class:`Sync`).
 
 What the driver sends per generation is therefore O(population + observation size), whatever
 the number of parameters: the noise offsets (int32), shaped returns (float64 pairs), env seeds
@@ -28,9 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from esnb.envs.obs_stats import ObsStats
-from esnb.es.gradient import es_gradient
-from esnb.es.iw import Batch, IWStep, iw_gradient, noise_dots
-from esnb.es.openai_es import OpenAIES
+from esnb.es.iw import Batch, IWUpdate
+from esnb.es.openai_es import OpenAIES, Step
 from esnb.noise import NoiseConfig, get_noise_table
 
 #: replicas a worker keeps (runs of other runners, older tokens) before dropping the oldest
@@ -38,41 +38,13 @@ MAX_REPLICAS = 4
 
 
 @dataclass(frozen=True)
-class Tell:
-    """One generation's ordinary update: a step along the shaped returns' gradient."""
-
-    generation: int
-    indices: np.ndarray  # int32 [pairs] of the valid pairs
-    shaped: np.ndarray  # float64 [pairs, 2]
-    lr: float
-    weight_decay: float
-    sigma: float
-    obs: tuple | None  # (sum, sumsq, count) of the batch's collected observations
-
-    @property
-    def steps(self) -> bool:
-        """False when no pair was valid: theta did not move (the observations still count)."""
-        return len(self.indices) > 0
-
-
-@dataclass(frozen=True)
-class IWUpdate:
-    """One IW-ES update the driver applied to the pending batch."""
-
-    lr: float
-    weight_decay: float
-    sigma: float
-    clip: float
-    normalize: str
-
-
-@dataclass(frozen=True)
 class Update:
     """What turns generation ``generation - 1``'s state into ``generation``'s."""
 
     generation: int
-    tell: Tell | None
-    iw: tuple[IWUpdate, ...]
+    step: Step | None  # the previous generation's ordinary update (None: no batch came back)
+    iw: tuple[IWUpdate, ...]  # this generation's IW-ES updates of the batch ``step`` made
+    obs: tuple | None  # (sum, sumsq, count) of the previous batch's observations
     sigma: float  # the perturbation scale of this generation's rollouts
     checksum: int  # of theta and the observation normalisation after applying it
     shared: str | None = None  # the state in a file on the driver's host (:mod:`.host_theta`)
@@ -80,9 +52,9 @@ class Update:
     header: bool = False  # only what tasks mapping ``shared`` read: nothing to apply
 
     def head(self) -> Update:
-        """This update without its contents (:attr:`tell`, :attr:`iw`): what a task on the
-        driver's host needs, sent with the task itself (no published update to fetch)."""
-        return Update(self.generation, None, (), self.sigma, self.checksum, self.shared,
+        """This update without its contents (:attr:`step`, :attr:`iw`, :attr:`obs`): what a
+        task on the driver's host needs, sent with the task itself (no published update)."""
+        return Update(self.generation, None, (), None, self.sigma, self.checksum, self.shared,
                       self.host, header=True)
 
 
@@ -95,33 +67,6 @@ class Sync:
     adam: dict
     obs: dict
     checksum: int
-
-
-def apply_tell(es: OpenAIES, tell: Tell) -> tuple[dict | None, Batch | None]:
-    """The ordinary update from shaped returns: the step's norms and the batch IW-ES reuses
-    (the driver's :meth:`OpenAIES.tell` runs the same calls after shaping)."""
-    if not tell.steps:
-        return None, None
-    indices = np.asarray(tell.indices, dtype=np.int64)
-    theta_old = es.theta.copy()
-    g = es_gradient(es.noise, indices, tell.shaped, es.dim)
-    info = es.apply_gradient(g, lr=tell.lr, weight_decay=tell.weight_decay)
-    return info, Batch(indices, tell.shaped, theta_old, tell.sigma, tell.generation)
-
-
-def iw_step_gradient(es: OpenAIES, batch: Batch, step: IWUpdate) -> IWStep:
-    """IW-ES's gradient at the current theta (``eps_j . delta`` computed here, row by row)."""
-    delta = es.theta.astype(np.float64) - batch.theta_old.astype(np.float64)
-    dots = noise_dots(es.noise, batch.indices, delta)
-    return iw_gradient(es.noise, batch, es.theta, step.sigma, clip=step.clip,
-                       normalize=step.normalize, dots=dots)
-
-
-def apply_iw(es: OpenAIES, batch: Batch, step: IWUpdate, gradient: IWStep) -> dict:
-    """Apply an IW-ES update the driver decided to take."""
-    info = es.apply_gradient(gradient.grad, lr=step.lr, weight_decay=step.weight_decay)
-    batch.updates += 1
-    return info
 
 
 def normalisation(stats: ObsStats, obs_norm: bool):
@@ -167,15 +112,14 @@ class Replica:
             return True
         if self.generation != update.generation - 1:
             return False
-        tell = update.tell
-        if tell is not None:
-            _, self.batch = apply_tell(self.es, tell)
-        for step in update.iw:
+        if update.step is not None:
+            _, self.batch = self.es.tell(update.step)
+        for iw in update.iw:
             if self.batch is None:
                 return False
-            apply_iw(self.es, self.batch, step, iw_step_gradient(self.es, self.batch, step))
-        if tell is not None and tell.obs is not None:
-            self.obs.add(*tell.obs)
+            self.es.tell_iw(self.batch, iw, self.es.iw_gradient(self.batch, iw))
+        if update.obs is not None:
+            self.obs.add(*update.obs)
         self.generation = update.generation
         return self.checksum() == update.checksum
 

@@ -34,8 +34,7 @@ from esnb import config
 from esnb.controls import ControlSnapshot
 from esnb.envs.make import env_spaces
 from esnb.envs.obs_stats import ObsStats
-from esnb.es.iw import Batch
-from esnb.es.openai_es import OpenAIES
+from esnb.es.openai_es import OpenAIES, Step
 from esnb.noise import (
     DEFAULT_SEED,
     DEFAULT_SIZE,
@@ -48,8 +47,8 @@ from esnb.record import restore_rng
 from esnb.runners.base import Runner, return_columns
 from esnb.runners.es.config import ESConfig
 from esnb.runners.es.dispatch import Generations, sync_state
-from esnb.runners.es.iw import IWUpdater
-from esnb.runners.es.replica import Tell, normalisation
+from esnb.runners.es.iw import IWReuse
+from esnb.runners.es.replica import normalisation
 from esnb.runners.es.tasks import (
     PolicyPayload,
     RolloutConfig,
@@ -131,9 +130,11 @@ class ES(Runner):
                                       teardown=drop_noise_table)
         self.es = OpenAIES(init_params(self.spec, init_rng), self.noise, lr=cfg.lr)
         self.obs_stats = ObsStats(self.spec.obs_dim)
-        self.iw = IWUpdater()
+        self.iw = IWReuse()
         self.generations = Generations(self.executor, self.name, self.rollout_config)
-        self._tell: Tell | None = None  # the last ordinary update, as workers replay it
+        # the last ordinary update and its observation sums, as workers replay them
+        self._step: Step | None = None
+        self._step_obs: tuple | None = None
         self.env_steps = 0
         self.eval_steps = 0
         self.episodes = 0
@@ -200,8 +201,8 @@ class ES(Runner):
         generation, label = self.iteration + 1, f"{self.name}-g{self.iteration}"
         iw_row, iw_taken = self.iw.run(snap, self.es, generation)
         self.iw.release_obs(self.obs_stats)  # frozen during the batch's IW updates, added now
-        update = self.generations.update(generation, self._tell, iw_taken, snap.sigma,
-                                         self.es.theta, *self._normalisation())
+        update = self.generations.update(generation, self._step, iw_taken, self._step_obs,
+                                         snap.sigma, self.es.theta, *self._normalisation())
 
         pairs = snap.population // 2
         indices = self.es.ask(self._rng, pairs)
@@ -218,19 +219,13 @@ class ES(Runner):
         returns = merged["returns"][valid]
         obs = _obs_sums(merged, valid)
 
-        if valid.any():
-            told = self.es.tell(indices[valid], returns, lr=snap.lr,
-                                weight_decay=snap.weight_decay, shaping=snap.shaping)
-            info = told.info
-            self.iw.keep(Batch(told.indices, told.shaped, told.theta_old, snap.sigma,
-                               generation), obs)
-            self._tell = Tell(generation, told.indices.astype(np.int32), told.shaped, snap.lr,
-                              snap.weight_decay, snap.sigma, obs)
-        else:
+        self._step = Step.of(indices[valid], returns, lr=snap.lr, weight_decay=snap.weight_decay,
+                             shaping=snap.shaping, sigma=snap.sigma, generation=generation)
+        self._step_obs = obs
+        info, batch = self.es.tell(self._step)
+        self.iw.keep(batch, obs)
+        if info is None:
             log.warning("generation %d: no valid pair, parameters left unchanged", generation)
-            self.iw.keep(None, obs)
-            self._tell = Tell(generation, np.zeros(0, np.int32), np.zeros((0, 2)), snap.lr,
-                              snap.weight_decay, snap.sigma, obs)
             info = {"grad_norm": np.nan, "update_norm": 0.0,
                     "theta_norm": float(np.linalg.norm(self.es.theta)), "update_ratio": 0.0}
 
