@@ -112,15 +112,21 @@ def help_text(name: str, meta: Setting, default: Any) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser, cls: type[Settings],
-                  skip: Iterable[str] = ()) -> None:
+                  skip: Iterable[str] = (), only: Iterable[str] | None = None) -> None:
     """One flag per setting of ``cls`` (argparse's default is "not given", so presets apply).
 
-    Booleans get ``--x/--no-x``; layer sizes take several integers; dicts take JSON.
+    Booleans get ``--x/--no-x``; layer sizes take several integers; dicts take JSON. ``only``
+    names the settings to offer (a benchmark's few), ``skip`` those to leave out.
     """
     group = parser.add_argument_group(f"{cls.algorithm or cls.__name__} settings")
     skip = set(skip)
+    if only is not None:
+        only = set(only)
+        unknown = only - set(cls.names())
+        if unknown:
+            raise ValueError(f"no setting {sorted(unknown)} in {cls.__name__}")
     for name, (meta, default) in cls.declarations().items():
-        if not meta.cli or name in skip:
+        if not meta.cli or name in skip or (only is not None and name not in only):
             continue
         kw: dict[str, Any] = dict(dest=name, default=argparse.SUPPRESS,
                                   help=help_text(name, meta, default))
