@@ -22,6 +22,13 @@ from esnb.rl.vtrace import vtrace
 from esnb.runners.impala.tasks import ActorConfig, drop_actors, impala_evaluate, impala_unrolls
 
 
+def loss_config(**changes) -> LossConfig:
+    """The loss's coefficients as a run takes them (IMPALA's laptop preset), with ``changes``."""
+    from esnb.runners.impala.config import ImpalaConfig
+
+    return LossConfig.of(ImpalaConfig.build(), **changes)
+
+
 def make_spec(env):
     obs, act, _ = env_spaces(env)
     return ActorCriticSpec.for_spaces(obs, act, hidden=(16, 16))
@@ -191,7 +198,7 @@ def test_truncation_bootstraps_from_value_of_cut_off_state(cartpole):
     q.add(fake_result(4, 3, 0, trunc=((1, 2),)))
     batch = q.take(3, 4)
     model = ActorCritic(spec, flat)
-    cfg = LossConfig(discount=0.9)
+    cfg = loss_config(discount=0.9)
     x = vtrace_inputs(model, batch, cfg)
     with torch.no_grad():
         _, v_cut = model(torch.from_numpy(batch.trunc_obs))
@@ -199,10 +206,10 @@ def test_truncation_bootstraps_from_value_of_cut_off_state(cartpole):
     assert float(x["rewards"][1, 2]) == pytest.approx(1.0 + 0.9 * float(v_cut[0]), rel=1e-6)
     assert float(x["rewards"][0, 2]) == 1.0
     # no correction: target log-probs are the behaviour ones, so rho = c = 1
-    x0 = vtrace_inputs(model, batch, LossConfig(correction="none"))
+    x0 = vtrace_inputs(model, batch, loss_config(correction="none"))
     assert torch.equal(x0["target"], x0["behaviour"])
     with pytest.raises(ValueError, match="correction must be one of"):
-        vtrace_inputs(model, batch, LossConfig(correction="retrace"))
+        vtrace_inputs(model, batch, loss_config(correction="retrace"))
 
 
 def test_reward_clipping_enters_vtrace_before_scaling_and_bootstrapping(cartpole):
@@ -224,14 +231,14 @@ def test_reward_clipping_enters_vtrace_before_scaling_and_bootstrapping(cartpole
         # the released code: 5 tanh(r / 5), negative rewards weighted 0.3
         ("soft_asymmetric", torch.where(raw < 0, 0.3, 1.0) * 5 * torch.tanh(raw / 5)),
     ]:
-        x = vtrace_inputs(model, batch, LossConfig(discount=0.9, reward_clipping=mode,
+        x = vtrace_inputs(model, batch, loss_config(discount=0.9, reward_clipping=mode,
                                                    reward_scale=2.0))
         want = 2.0 * clipped
         want[1, 2] += boot  # the truncation's bootstrap value is neither clipped nor scaled
         torch.testing.assert_close(x["rewards"], want, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(clip_rewards(raw, "abs_one"), raw.clamp(-1, 1))
     with pytest.raises(ValueError, match="reward_clipping must be one of"):
-        vtrace_inputs(model, batch, LossConfig(reward_clipping="sign"))
+        vtrace_inputs(model, batch, loss_config(reward_clipping="sign"))
 
 
 def test_rmsprop_epsilon_and_decay_are_settings(cartpole):
@@ -251,11 +258,11 @@ def test_loss_gradient_and_learner_step(cartpole):
     q.add(fake_result(5, 4, 0))
     batch = q.take(4, 5)
     model = ActorCritic(spec, flat)
-    loss, stats = impala_loss(model, batch, LossConfig())
+    loss, stats = impala_loss(model, batch, loss_config())
     loss.backward()
     assert model.flat.grad is not None and torch.isfinite(model.flat.grad).all()
     # the baseline term is baseline_cost * 1/2 sum (v_s - V)^2 with the V-trace targets
-    x = vtrace_inputs(model, batch, LossConfig())
+    x = vtrace_inputs(model, batch, loss_config())
     vt = vtrace(x["behaviour"], x["target"], x["rewards"], x["discounts"],
                 x["values"][:5].detach(), x["values"][5].detach())
     expected = 0.5 * 0.5 * float((vt.vs - x["values"][:5].detach()).square().sum())
@@ -263,12 +270,12 @@ def test_loss_gradient_and_learner_step(cartpole):
 
     learner = ImpalaLearner(spec, flat, lr=1e-2)
     before = learner.flat
-    out = learner.step(batch, LossConfig(), lr=1e-2, max_grad_norm=1.0)
+    out = learner.step(batch, loss_config(), lr=1e-2, max_grad_norm=1.0)
     assert learner.version == 1 and out["grad_norm"] > 0
     assert not np.array_equal(before, learner.flat)
     batch.behaviour_log_probs[0, 0] = np.nan
     with pytest.raises(ValueError, match="behaviour_log_probs must be finite"):
-        learner.step(batch, LossConfig(), lr=1e-2)
+        learner.step(batch, loss_config(), lr=1e-2)
     assert learner.version == 1
 
 
@@ -279,14 +286,14 @@ def test_learner_state_round_trip(cartpole, optimizer):
     for v in range(3):
         q.add(fake_result(5, 4, v, seed=v))
     learner = ImpalaLearner(spec, flat, optimizer=optimizer, obs_norm=True)
-    learner.step(q.take(4, 5), LossConfig(), lr=1e-3)
+    learner.step(q.take(4, 5), loss_config(), lr=1e-3)
     meta, arrays = learner.state_dict()
     other = ImpalaLearner(spec, init_actor_critic(spec, np.random.default_rng(9)),
                           optimizer=optimizer, obs_norm=True)
     other.load_state_dict(meta, arrays)
     b = q.take(4, 5)
-    learner.step(b, LossConfig(), lr=1e-3)
-    other.step(b, LossConfig(), lr=1e-3)
+    learner.step(b, loss_config(), lr=1e-3)
+    other.step(b, loss_config(), lr=1e-3)
     np.testing.assert_array_equal(learner.flat, other.flat)
     assert learner.version == other.version == 2
     np.testing.assert_array_equal(learner.obs_stats.mean, other.obs_stats.mean)

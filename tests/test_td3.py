@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from esnb.rl.td3 import (
-    CPU_FRIENDLY,
     CriticLearner,
     NumpyTD3Actor,
     TD3Actor,
@@ -20,6 +19,13 @@ from esnb.rl.td3 import (
 )
 
 OBS, ACT = 3, 2
+
+
+def td3_config(**changes) -> TD3Config:
+    """TD3's settings as a run builds them (AES-RL's laptop preset), with ``changes``."""
+    from esnb.runners.aesrl.config import AESRLConfig
+
+    return TD3Config.of(AESRLConfig.build(), **changes)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -99,7 +105,7 @@ def _bandit_batches(rng, k=400, b=64):
 
 def test_critic_learns_q_and_actor_climbs_it():
     s = spec()
-    cfg = TD3Config(actor_hidden=(16, 16), critic_hidden=(32, 32), critic_lr=1e-2,
+    cfg = td3_config(actor_hidden=(16, 16), critic_hidden=(32, 32), critic_lr=1e-2,
                     actor_lr=3e-3)
     learner = CriticLearner(s, cfg, seed=0)
     learner.set_target_policy(init_actor(s, np.random.default_rng(0)))
@@ -126,7 +132,7 @@ def test_critic_learns_q_and_actor_climbs_it():
 
 def test_train_actor_stops_at_steps_and_copes_with_short_data():
     s = spec()
-    cfg = TD3Config(actor_hidden=(16, 16), critic_hidden=(16, 16))
+    cfg = td3_config(actor_hidden=(16, 16), critic_hidden=(16, 16))
     critic = TwinCritic(OBS, ACT, (16, 16))
     chunks = [np.zeros((5, 8, OBS), np.float32)] * 3
     _, info = train_actor(s, cfg, init_actor(s, np.random.default_rng(0)), critic, chunks, 12)
@@ -137,7 +143,7 @@ def test_train_actor_stops_at_steps_and_copes_with_short_data():
 
 def test_td3_step_delays_the_actor_and_the_targets():
     s = spec()
-    cfg = TD3Config(actor_hidden=(16, 16), critic_hidden=(16, 16), policy_delay=2)
+    cfg = td3_config(actor_hidden=(16, 16), critic_hidden=(16, 16), policy_delay=2)
     learner = CriticLearner(s, cfg, seed=1)
     batch = {k: v[0] for k, v in _bandit_batches(np.random.default_rng(0), k=1).items()}
     out = learner.td3_step(batch)
@@ -154,7 +160,7 @@ def test_td3_step_delays_the_actor_and_the_targets():
 
 def test_state_dict_round_trip_continues_identically():
     s = spec()
-    cfg = TD3Config(actor_hidden=(16, 16), critic_hidden=(16, 16))
+    cfg = td3_config(actor_hidden=(16, 16), critic_hidden=(16, 16))
     rng = np.random.default_rng(0)
     data = _bandit_batches(rng, k=20)
     a = CriticLearner(s, cfg, seed=5)
@@ -178,22 +184,28 @@ def test_state_dict_round_trip_continues_identically():
 ])
 def test_config_rejects_bad_values(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        TD3Config(**kwargs)
+        td3_config(**kwargs)
 
 
 def test_actor_needs_finite_bounds_and_cpu_sizes_are_one_argument():
     with pytest.raises(ValueError, match="finite action bounds"):
         actor_spec(3, 1, [-np.inf], [np.inf])
-    cfg = TD3Config(**CPU_FRIENDLY)
-    assert cfg.actor_hidden == (64, 64) and TD3Config().critic_hidden == (400, 300)
+    from esnb.runners.aesrl.config import AESRLConfig
+
+    cfg = td3_config()
+    assert cfg.actor_hidden == (64, 64) and cfg.policy_delay == 2
+    paper = TD3Config.of(AESRLConfig.build("paper"))
+    assert paper.critic_hidden == (400, 300) and paper.critic_lr == 1e-3
     assert TD3Config.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(TypeError):
+        TD3Config()  # no defaults: the settings own them
 
 
 def test_a_state_saved_with_in_out_weights_loads():
     """Before the critic was one flat vector its state held each head's weights ``[in, out]``
     and Adam's steps per tensor: such a state loads laid out ``[out, in]``."""
     s = spec()
-    cfg = TD3Config(actor_hidden=(16, 16), critic_hidden=(16, 8))
+    cfg = td3_config(actor_hidden=(16, 16), critic_hidden=(16, 8))
     a = CriticLearner(s, cfg, seed=5)
     a.set_target_policy(init_actor(s, np.random.default_rng(0)))
     a.train(_bandit_batches(np.random.default_rng(0), k=3))

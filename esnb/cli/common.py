@@ -220,18 +220,13 @@ def run_training(algo, args) -> int:
                dict(algo.default_budget), args.preset)
 
 
-#: the demo's settings (OpenAI-ES on HalfCheetah-v5), on top of ES's laptop defaults
-DEMO = dict(env="HalfCheetah-v5", population=40, sigma=0.02, lr=0.02, weight_decay=0.005,
-            eval_interval=10, eval_episodes=5)
-
-
 def run_demo(args) -> int:
     """OpenAI-ES on HalfCheetah-v5, 2M env steps on a 2-worker LocalCluster."""
-    from esnb.runners.es import ES
+    from esnb.runners.es import ES, ESConfig
 
-    args.resume, args.preset, args.final_eval = None, "laptop", 10
+    args.resume, args.preset, args.final_eval = None, "demo", 10
     args.name = f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
-    banner = (f"esnb demo: OpenAI-ES on {DEMO['env']}, {args.steps:,.0f} env steps, "
-              f"{args.workers} workers")
-    return run(ES, {**DEMO, "seed": args.seed}, args, "train es", {"env_steps": args.steps},
-               {"env_steps": args.steps}, banner=banner)
+    banner = (f"esnb demo: OpenAI-ES on {ESConfig.presets['demo']['env']}, "
+              f"{args.steps:,.0f} env steps, {args.workers} workers")
+    return run(ES, {"seed": args.seed}, args, "train es", {"env_steps": args.steps},
+               {"env_steps": args.steps}, "demo", banner=banner)

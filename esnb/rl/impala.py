@@ -21,7 +21,8 @@ One learner step, top to bottom (:meth:`ImpalaLearner.step`):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 import torch
@@ -86,18 +87,25 @@ class ActorCritic(FlatModule):
 
 @dataclass(frozen=True)
 class LossConfig:
-    """The loss's coefficients (one snapshot of the runner's controls)."""
+    """The loss's coefficients: one snapshot of the runner's controls, with their names (no
+    defaults here: :class:`esnb.runners.impala.config.ImpalaConfig` owns them)."""
 
-    discount: float = 0.99
-    baseline_cost: float = 0.5
-    entropy_cost: float = 0.01
-    clip_rho_threshold: float = 1.0
-    clip_pg_rho_threshold: float = 1.0
-    clip_c_threshold: float = 1.0
-    lambda_: float = 1.0
-    correction: str = "vtrace"
-    reward_scale: float = 1.0
-    reward_clipping: str = "none"
+    discount: float
+    baseline_cost: float
+    entropy_cost: float
+    clip_rho_threshold: float
+    clip_pg_rho_threshold: float
+    clip_c_threshold: float
+    vtrace_lambda: float
+    correction: str
+    reward_scale: float
+    reward_clipping: str
+
+    @classmethod
+    def of(cls, values: Any, **changes: Any) -> LossConfig:
+        """The fields of ``values`` (settings or a control snapshot) that the loss reads, by
+        name, then ``changes``."""
+        return cls(**{**{f.name: getattr(values, f.name) for f in fields(cls)}, **changes})
 
 
 def clip_rewards(rewards: torch.Tensor, mode: str) -> torch.Tensor:
@@ -172,7 +180,7 @@ def impala_loss(model: ActorCritic, batch: UnrollBatch, cfg: LossConfig):
     vt = vtrace(behaviour, x["target"], x["rewards"], x["discounts"], values[:T].detach(),
                 values[T].detach(), clip_rho_threshold=cfg.clip_rho_threshold,
                 clip_pg_rho_threshold=cfg.clip_pg_rho_threshold,
-                clip_c_threshold=cfg.clip_c_threshold, lambda_=cfg.lambda_)
+                clip_c_threshold=cfg.clip_c_threshold, lambda_=cfg.vtrace_lambda)
 
     pg_loss = -(logp * vt.pg_advantages).sum()
     baseline_loss = cfg.baseline_cost * 0.5 * (vt.vs - values[:T]).square().sum()

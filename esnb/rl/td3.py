@@ -22,9 +22,10 @@ An actor is one flat float32 vector in :class:`~esnb.policies.spec.PolicySpec` l
 samples, updates and ships one array and rollouts use :class:`~esnb.rl.td3_actor.NumpyTD3Actor`
 (numpy: :mod:`esnb.rl.td3_actor` never imports torch).
 
-CPU sizes: this machine does ~270 critic updates/s at 400-300 and ~900/s at 64-64 (batch 100),
-so the demo, tests and benchmarks use :data:`CPU_FRIENDLY` (64-64 actor and critic); 400-300
-(the default of :class:`TD3Config`) is the paper's setting.
+:class:`TD3Config` has no defaults: the runners' settings (``esnb.runners.aesrl.config``) own
+them, and :meth:`TD3Config.of` reads its fields from them by name. CPU sizes: this machine does
+~270 critic updates/s at 400-300 and ~900/s at 64-64 (batch 100), so the laptop preset takes
+64-64 and the paper preset 400-300.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -46,17 +47,17 @@ from esnb.policies.spec import PolicySpec
 from esnb.rl.optim import adam_state, load_adam_state
 from esnb.rl.td3_actor import NumpyTD3Actor, actor_mlp, actor_spec, init_actor, transition_spec
 
-#: network sizes used by esnb's demo, tests and benchmarks on CPUs (the paper: 400-300)
-CPU_FRIENDLY = {"actor_hidden": (64, 64), "critic_hidden": (64, 64)}
+#: TD3's constants that no esnb runner varies (Fujimoto et al. 2018; torch's leaky ReLU slope)
+FIXED = {"policy_delay": 2, "leaky_slope": 0.01}
 
 @dataclass(frozen=True)
 class TD3Config:
-    """TD3's hyperparameters (CEM-RL's values by default).
+    """TD3's hyperparameters, built from a run's settings with :meth:`of`.
 
     Attributes
     ----------
     actor_hidden, critic_hidden : tuple of int
-        Hidden sizes (paper: 400-300 both; :data:`CPU_FRIENDLY`: 64-64).
+        Hidden sizes (paper: 400-300 both).
     batch_size : int
         Transitions per gradient step.
     actor_lr, critic_lr : float
@@ -74,17 +75,25 @@ class TD3Config:
         Negative slope of the critic's leaky ReLU (torch's default 0.01).
     """
 
-    actor_hidden: tuple[int, ...] = (400, 300)
-    critic_hidden: tuple[int, ...] = (400, 300)
-    batch_size: int = 100
-    actor_lr: float = 1e-3
-    critic_lr: float = 1e-3
-    gamma: float = 0.99
-    tau: float = 0.005
-    policy_noise: float = 0.2
-    noise_clip: float = 0.5
-    policy_delay: int = 2
-    leaky_slope: float = 0.01
+    actor_hidden: tuple[int, ...]
+    critic_hidden: tuple[int, ...]
+    batch_size: int
+    actor_lr: float
+    critic_lr: float
+    gamma: float
+    tau: float
+    policy_noise: float
+    noise_clip: float
+    policy_delay: int
+    leaky_slope: float
+
+    @classmethod
+    def of(cls, settings: Any, **changes: Any) -> TD3Config:
+        """The fields of ``settings`` (an AES-RL or CEM-RL config) with TD3's names, the
+        :data:`FIXED` constants for the others, then ``changes``."""
+        values = {f.name: FIXED[f.name] if f.name in FIXED else getattr(settings, f.name)
+                  for f in fields(cls)}
+        return cls(**{**values, **changes})
 
     def __post_init__(self):
         for name in ("actor_hidden", "critic_hidden"):
@@ -395,6 +404,6 @@ def train_actor(spec: PolicySpec, config: TD3Config, actor_flat, critic: TwinCri
     return actor.params(), {"steps": len(losses), "actor_loss_first": first,
                             "actor_loss_last": last}
 
-__all__ = ["CPU_FRIENDLY", "CriticLearner", "NumpyTD3Actor", "TD3Actor", "TD3Config",
+__all__ = ["FIXED", "CriticLearner", "NumpyTD3Actor", "TD3Actor", "TD3Config",
            "TwinCritic", "actor_mlp", "actor_spec", "critic_from_flat", "init_actor",
            "train_actor", "transition_spec"]

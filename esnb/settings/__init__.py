@@ -45,8 +45,8 @@ from esnb.settings.declare import (
     validate,
 )
 from esnb.settings.docs import markdown_table, preset_table
+from esnb.settings.env import EnvSettings, RLSettings
 
-__all__ = ["KINDS", "PRESETS", "Setting", "Settings", "add_arguments", "allowed",
-           "check_names", "derive", "given", "help_text", "integer", "markdown_table", "number",
-           "preset_table",
-           "setting", "show", "validate"]
+__all__ = ["KINDS", "PRESETS", "EnvSettings", "RLSettings", "Setting", "Settings",
+           "add_arguments", "allowed", "check_names", "derive", "given", "help_text", "integer",
+           "markdown_table", "number", "preset_table", "setting", "show", "validate"]

@@ -131,7 +131,10 @@ def derive(parent: type, name: str, default: Any = _MISSING, **changes: Any) -> 
     meta = dataclasses.replace(field.metadata["esnb"], **changes)
     if default is _MISSING:
         default = field.default
-    return dataclasses.field(default=default, metadata={"esnb": meta})
+    elif default == field.default and type(default) is type(field.default):
+        raise ValueError(f"{parent.__name__}.{name} already defaults to {default!r}: derive it "
+                         f"without restating the default")
+    return dataclasses.field(default=default, metadata={"esnb": meta, "parent": parent})
 
 
 def _control(name: str, meta: Setting, default: Any) -> Control:
@@ -200,6 +203,8 @@ class Settings:
     algorithm: ClassVar[str] = ""
     #: settings that no longer exist: dropped from old checkpoints' configs, refused elsewhere
     retired: ClassVar[tuple[str, ...]] = ()
+    #: named presets besides ``laptop`` and ``paper``: the settings they change from laptop's
+    presets: ClassVar[dict[str, dict[str, Any]]] = {}
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -238,11 +243,13 @@ class Settings:
     @classmethod
     def preset_values(cls, preset: str = "laptop") -> dict[str, Any]:
         """The values a preset gives (every setting)."""
-        if preset not in PRESETS:
-            raise ValueError(f"preset must be one of {', '.join(map(repr, PRESETS))}, got "
+        known = (*PRESETS, *cls.presets)
+        if preset not in known:
+            raise ValueError(f"preset must be one of {', '.join(map(repr, known))}, got "
                              f"{preset!r}")
-        return {name: (meta.paper if preset == "paper" and meta.has_paper else default)
-                for name, (meta, default) in cls.declarations().items()}
+        values = {name: (meta.paper if preset == "paper" and meta.has_paper else default)
+                  for name, (meta, default) in cls.declarations().items()}
+        return {**values, **cls.presets.get(preset, {})}
 
     @classmethod
     def build(cls, preset: str = "laptop", **overrides: Any) -> Settings:

@@ -53,7 +53,7 @@ def build_setup(cfg: PopulationRLConfig):
     obs_space, act_space, _ = env_spaces(cfg.env, **cfg.env_kwargs)
     if not isinstance(act_space, spaces.Box):
         raise ValueError(f"AES-RL / CEM-RL need a Box action space; {cfg.env} has {act_space}")
-    td3 = TD3Config(**cfg.td3())
+    td3 = TD3Config.of(cfg)
     spec = actor_spec(int(np.prod(obs_space.shape)), int(np.prod(act_space.shape)),
                       act_space.low, act_space.high, td3.actor_hidden)
     task = TaskConfig(cfg.env, spec, tuple(td3.to_dict().items()), cfg.max_episode_steps,

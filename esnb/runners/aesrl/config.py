@@ -16,22 +16,21 @@ from typing import Any
 from esnb.aes.distribution import env_defaults
 from esnb.aes.rules import MEAN_RULES, VARIANCE_RULES
 from esnb.aes.sep_cem import VARIANCE_FORMS
-from esnb.settings import Settings, derive, setting
+from esnb.settings import EnvSettings, RLSettings, derive, setting
 
 #: why the laptop networks are smaller than the papers' 400-300
-CPU_WHY = ("~150 TD3 updates/s at 400-300 on a 2-core laptop, ~900/s at 64-64 "
-           "(esnb.rl.td3.CPU_FRIENDLY); the paper: 400-300 (Humanoid 256-256)")
+CPU_WHY = ("~150 TD3 updates/s at 400-300 on a 2-core laptop, ~900/s at 64-64; the paper: "
+           "400-300 (Humanoid 256-256)")
 #: settings resolved per environment from Table 5 of the AES-RL paper when None
 ENV_DEPENDENT = ("r", "f_b_absolute", "f_b_relative", "p_desired")
 
 
 @dataclass(frozen=True)
-class PopulationRLConfig(Settings):
+class PopulationRLConfig(EnvSettings):
     """What AES-RL and CEM-RL share: environment, TD3 networks and updates, replay."""
 
-    env: str = setting("HalfCheetah-v5", control=True,
-                       help="gymnasium environment id with a bounded Box action space")
-    seed: int = setting(0, low=0, control=True, help="seed of every random draw of the run")
+    env: str = derive(EnvSettings, "env", "HalfCheetah-v5",
+                      help="gymnasium environment id with a bounded Box action space")
     var_init: float = setting(1e-3, low=0.0, low_open=True, high=10.0, log=True,
                               help="initial variance of every parameter (the papers' "
                                    "sigma_init is a variance)")
@@ -54,7 +53,7 @@ class PopulationRLConfig(Settings):
                                    "individual)")
     critic_lr: float = setting(1e-3, low=0.0, low_open=True, high=1.0, log=True,
                                help="Adam step size of the shared critic")
-    gamma: float = setting(0.99, low=0.0, high=1.0, help="discount")
+    gamma: float = derive(RLSettings, "gamma")
     tau: float = setting(0.005, low=0.0, low_open=True, high=1.0,
                          help="soft update rate of the target critic")
     policy_noise: float = setting(0.2, low=0.0, high=10.0,
@@ -65,17 +64,6 @@ class PopulationRLConfig(Settings):
                                    help="transitions in the shared replay")
     critic_exclusive: bool = setting(True, help="keep evaluations off the critic's worker while "
                                                 "there are other workers")
-    max_episode_steps: int | None = setting(None, kind="int", low=1,
-                                            help="episode cap (none: the env's own limit)")
-    env_kwargs: dict = setting({}, help="extra gymnasium.make arguments (JSON on the CLI)")
-
-    def td3(self) -> dict[str, Any]:
-        """The :class:`~esnb.rl.td3.TD3Config` fields these settings give."""
-        return {"actor_hidden": tuple(self.actor_hidden),
-                "critic_hidden": tuple(self.critic_hidden), "batch_size": self.batch_size,
-                "actor_lr": self.actor_lr, "critic_lr": self.critic_lr, "gamma": self.gamma,
-                "tau": self.tau, "policy_noise": self.policy_noise,
-                "noise_clip": self.noise_clip}
 
 
 @dataclass(frozen=True)

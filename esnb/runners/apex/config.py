@@ -14,14 +14,14 @@ from typing import Any, ClassVar
 
 from esnb.rl.constants import DQN_LOSSES as LOSSES
 from esnb.rl.constants import DQN_OPTIMIZERS as OPTIMIZERS
-from esnb.settings import Settings, derive, setting
+from esnb.settings import EnvSettings, RLSettings, derive, setting
 
 VARIANTS = ("dqn", "dpg")
 LR = dict(low=0.0, low_open=True, high=1.0, log=True, live=True)
 
 
 @dataclass(frozen=True)
-class ApeXConfig(Settings):
+class ApeXConfig(EnvSettings):
     """What Ape-X DQN and DPG share: actors, replay, learner schedule, placement."""
 
     #: the variant these settings build (``variant`` must equal it)
@@ -30,16 +30,15 @@ class ApeXConfig(Settings):
     variant: str = setting("dqn", choices=VARIANTS, cli=False,
                            help="dqn: discrete actions, epsilon-greedy actors; dpg: bounded "
                                 "Box actions, Gaussian-noise actors (esnb.ApeXDPG)")
-    env: str = setting("CartPole-v1", control=True, help="gymnasium environment id")
-    seed: int = setting(0, low=0, control=True,
-                        help="seeds the networks, environments, exploration, replay and "
-                             "evaluations")
+    seed: int = derive(EnvSettings, "seed",
+                       help="seeds the networks, environments, exploration, replay and "
+                            "evaluations")
     num_actors: int = setting(8, low=1, high=100_000, control=True,
                               help="actors N, each with its own environment and exploration "
                                    "rate")
     batch_size: int = setting(256, low=1, high=65_536, live=True,
                               help="transitions per update")
-    gamma: float = setting(0.99, low=0.0, high=1.0, help="discount")
+    gamma: float = derive(RLSettings, "gamma")
     n_step: int = setting(3, low=1, high=1000, help="steps per transition (paper: 3)")
     target_period: int = setting(100, low=1, high=10_000_000, live=True,
                                  help="updates between target network copies")
@@ -114,9 +113,6 @@ class ApeXConfig(Settings):
     learner_threads: int | None = setting(1, kind="int", low=1, high=1024,
                                           help="torch threads of the learner (none: leave "
                                                "them); small nets gain nothing from more")
-    max_episode_steps: int | None = setting(None, kind="int", low=1,
-                                            help="episode cap (none: the env's own limit)")
-    env_kwargs: dict = setting({}, help="extra gymnasium.make arguments (JSON on the CLI)")
 
     def check(self) -> None:
         if self.variant != self.VARIANT:
@@ -145,21 +141,21 @@ class ApeXDQNConfig(ApeXConfig):
     algorithm = "ApeX"
     VARIANT = "dqn"
 
-    num_actors: int = derive(ApeXConfig, "num_actors", 8, paper=360,
+    num_actors: int = derive(ApeXConfig, "num_actors", paper=360,
                              why="the paper's 360 actor machines; N also sets each actor's "
                                  "epsilon, so the paper preset keeps it (slow on 2 cores)")
-    batch_size: int = derive(ApeXConfig, "batch_size", 256, paper=512,
+    batch_size: int = derive(ApeXConfig, "batch_size", paper=512,
                              why="halves the learner's time per update on a CPU")
     target_period: int = derive(
-        ApeXConfig, "target_period", 100, paper=2500,
+        ApeXConfig, "target_period", paper=2500,
         why="the value horizon grows by n steps per copy: on CartPole 100 solved in ~6k "
             "updates where 500 needed ~12.5k (measured, inline, 2 seeds)")
-    capacity: int = derive(ApeXConfig, "capacity", 2**17, paper=2_200_000,
+    capacity: int = derive(ApeXConfig, "capacity", paper=2_200_000,
                            why="the paper's 2M soft limit plus headroom for inserts between "
                                "evictions; 131k rows suit short laptop runs")
-    soft_capacity: int | None = derive(ApeXConfig, "soft_capacity", None, paper=2_000_000,
+    soft_capacity: int | None = derive(ApeXConfig, "soft_capacity", paper=2_000_000,
                                        why="see capacity")
-    min_size: int = derive(ApeXConfig, "min_size", 2000, paper=50_000,
+    min_size: int = derive(ApeXConfig, "min_size", paper=50_000,
                            why="short laptop runs start learning sooner")
     hidden: tuple[int, ...] = setting((64, 64), low=1,
                                       help="torso of the Q-network (dueling heads on top); "
@@ -199,10 +195,10 @@ class ApeXDPGConfig(ApeXConfig):
     exploration: float = derive(ApeXConfig, "exploration", 0.3,
                                 help="Gaussian noise std, a fraction of the action half-range")
     exploration_alpha: float = derive(ApeXConfig, "exploration_alpha", 0.0)
-    capacity: int = derive(ApeXConfig, "capacity", 2**17, paper=1_100_000,
+    capacity: int = derive(ApeXConfig, "capacity", paper=1_100_000,
                            why="the paper's 1M replay plus headroom; 131k rows suit short "
                                "laptop runs")
-    soft_capacity: int | None = derive(ApeXConfig, "soft_capacity", None, paper=1_000_000,
+    soft_capacity: int | None = derive(ApeXConfig, "soft_capacity", paper=1_000_000,
                                        why="see capacity")
     eviction: str = derive(ApeXConfig, "eviction", "priority")
     # a DPG learner sharing 2 cores with actors ran 7 updates/s flat out and 25 with the

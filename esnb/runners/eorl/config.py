@@ -38,7 +38,7 @@ from esnb.rl.constants import (
     resolve_env,
 )
 from esnb.runners.eorl.columns import COLUMNS
-from esnb.settings import Settings, setting
+from esnb.settings import EnvSettings, Settings, derive, setting
 
 #: the variant a run takes when neither ``variant`` nor a rate is given
 DEFAULT_VARIANT = "EORL-05-05"
@@ -61,7 +61,7 @@ class EpisodeConfig(Settings):
                             help="planned episodes E: schedules, epsilon decay and PER's beta "
                                  "follow it (paper: 400 on BitFlip; 1000, 2500 or 4000 on "
                                  "GridNav)")
-    seed: int = setting(0, low=0, control=True, help="seed of every random draw of the run")
+    seed: int = derive(EnvSettings, "seed")
     lr: float = setting(LR, low=0.0, low_open=True, high=1.0, log=True, live=True,
                         help="Adam step size of every network")
     eps_decay: float | None = setting(None, kind="float", low=0.0, low_open=True, high=1.0,

@@ -9,7 +9,7 @@ from typing import Any
 from esnb.es.iw import NORMALIZATIONS
 from esnb.es.shaping import SHAPINGS
 from esnb.policies.spec import ACTIVATIONS
-from esnb.settings import Settings, setting
+from esnb.settings import EnvSettings, setting
 
 #: OpenAI's released code samples perturbations from a table of 250M float32 entries (1 GB)
 PAPER_NOISE_SIZE = 250_000_000
@@ -20,16 +20,17 @@ def _even(value: int) -> str | None:
 
 
 @dataclass(frozen=True)
-class ESConfig(Settings):
+class ESConfig(EnvSettings):
     """OpenAI-ES with a shared noise table, mirrored sampling, centered ranks and Adam; with
     ``iw_k > 0``, IW-ES's importance-weighted reuse of each batch."""
 
     algorithm = "ES"
     #: iw_distributed: workers replay IW-ES updates on their replicas (issue 17), nothing to set
     retired = ("iw_distributed",)
+    #: ``esnb demo``: HalfCheetah-v5 reaches 2,000 in 2M env steps with a larger step size
+    #: (evaluations every 10 generations keep the rollouts' share of the time)
+    presets = {"demo": {"env": "HalfCheetah-v5", "lr": 0.02, "eval_interval": 10}}
 
-    env: str = setting("CartPole-v1", control=True, help="gymnasium environment id")
-    seed: int = setting(0, low=0, control=True, help="seed of every random draw of the run")
     population: int = setting(40, low=2, high=100_000, check=_even, live=True, paper=10_000,
                               why="OpenAI's released config ran 10,000 episodes per batch on "
                                   "hundreds of cores; 40 keeps a laptop generation near a "
@@ -60,9 +61,6 @@ class ESConfig(Settings):
                                       "this small action noise on MuJoCo, esnb leaves it opt-in",
                                   help="std of Gaussian noise on Box actions in training "
                                        "rollouts (OpenAI's ac_noise_std)")
-    max_episode_steps: int | None = setting(None, kind="int", low=1,
-                                            help="episode cap (none: the env's own limit)")
-    env_kwargs: dict = setting({}, help="extra gymnasium.make arguments (JSON on the CLI)")
     noise_size: int | None = setting(
         None, kind="int", low=1, high=2**29, paper=PAPER_NOISE_SIZE,
         why="1 GB per process on a 2-core laptop; 25M entries (100 MB, dask config "

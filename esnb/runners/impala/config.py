@@ -7,14 +7,14 @@ from dataclasses import dataclass
 
 from esnb.rl.constants import CORRECTIONS, REWARD_CLIPPINGS
 from esnb.rl.constants import IMPALA_OPTIMIZERS as OPTIMIZERS
-from esnb.settings import Settings, setting
+from esnb.settings import EnvSettings, derive, setting
 
 _RATIO = dict(low=0.0, low_open=True, high=1e6, log=True, live=True)
 _CODE = "google-deepmind/scalable_agent's experiment.py default"
 
 
 @dataclass(frozen=True)
-class ImpalaConfig(Settings):
+class ImpalaConfig(EnvSettings):
     """IMPALA: actor slots on the workers produce unrolls with the parameters they were handed;
     one learner corrects them with V-trace.
 
@@ -34,9 +34,8 @@ class ImpalaConfig(Settings):
 
     algorithm = "Impala"
 
-    env: str = setting("CartPole-v1", control=True,
-                       help="gymnasium id with Box observations and Discrete or Box actions")
-    seed: int = setting(0, low=0, control=True, help="seed of every random draw of the run")
+    env: str = derive(EnvSettings, "env",
+                      help="gymnasium id with Box observations and Discrete or Box actions")
     # -- the loss and the learner (live) ---------------------------------------------------
     lr: float = setting(1e-3, low=0.0, low_open=True, high=1.0, log=True, live=True,
                         paper=0.00048, why="Adam at 1e-3 learns the small laptop tasks in a "
@@ -104,7 +103,8 @@ class ImpalaConfig(Settings):
     hidden: tuple[int, ...] = setting((64, 64), low=1,
                                       help="hidden sizes of both MLPs (policy and value are "
                                            "separate networks)")
-    activation: str = setting("tanh", choices=("tanh", "relu"), help="hidden activation")
+    activation: str = setting("tanh", choices=("tanh", "relu"),
+                             help="hidden activation of the actor-critic torso")
     init_log_std: float = setting(-0.5, low=-20.0, high=2.0,
                                   help="initial log-std of Gaussian policies")
     # -- actors --------------------------------------------------------------------------------
@@ -130,10 +130,6 @@ class ImpalaConfig(Settings):
         None, kind="int", low=1,
         help="fix the segments per task (none: adaptive on a cluster; in a reproducible "
              "run ceil(batch_size / envs_per_actor))")
-    max_episode_steps: int | None = setting(None, kind="int", low=1,
-                                            help="episode cap (none: the env's own limit; "
-                                                 "reaching it is a truncation)")
-    env_kwargs: dict = setting({}, help="extra gymnasium.make arguments (JSON on the CLI)")
     learner_threads: int | None = setting(
         1, kind="int", low=1, high=1024,
         help="torch threads of this process, set when the runner is made (none: leave torch "

@@ -194,13 +194,7 @@ class Impala(Runner):
     # -- one iteration -----------------------------------------------------------------------
     def _iteration(self, snap: ControlSnapshot) -> dict[str, Any]:
         T, B = snap.unroll_length, snap.batch_size
-        cfg = LossConfig(discount=snap.discount, baseline_cost=snap.baseline_cost,
-                         entropy_cost=snap.entropy_cost,
-                         clip_rho_threshold=snap.clip_rho_threshold,
-                         clip_pg_rho_threshold=snap.clip_pg_rho_threshold,
-                         clip_c_threshold=snap.clip_c_threshold, lambda_=snap.vtrace_lambda,
-                         correction=snap.correction, reward_scale=snap.reward_scale,
-                         reward_clipping=snap.reward_clipping)
+        cfg = LossConfig.of(snap)
         t_start = time.perf_counter()
         learn_time = wait_time = 0.0
         stats: list[dict] = []
