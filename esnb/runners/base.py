@@ -14,7 +14,6 @@ checkpoint state; they never touch threads.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -24,7 +23,9 @@ import numpy as np
 import pandas as pd
 
 from esnb.controls import ControlChange, ControlSnapshot
-from esnb.settings import Settings, markdown_table
+from esnb.runners.budget import make_target, reached
+from esnb.settings import Settings
+from esnb.settings.docs import docstring_section
 
 log = logging.getLogger("esnb.runner")
 
@@ -58,10 +59,7 @@ class Runner:
         super().__init_subclass__(**kwargs)
         config = cls.__dict__.get("Config")
         if config is not None and cls.__doc__ and "Settings\n    --------" not in cls.__doc__:
-            cls.__doc__ = (cls.__doc__.rstrip() + "\n\n    Settings\n    --------\n    Keyword "
-                           "arguments, with ``preset=\"laptop\"`` (default) or ``\"paper\"``; "
-                           "``live`` ones are controls.\n\n" + _indent(markdown_table(config))
-                           + "\n")
+            cls.__doc__ = cls.__doc__.rstrip() + docstring_section(config)
 
     @classmethod
     def make_config(cls, env: str | None = None, preset: str = "laptop",
@@ -250,24 +248,10 @@ class Runner:
         return self
 
     def _make_target(self, budget: dict[str, float]) -> dict[str, float]:
-        now = self._progress()
-        target = {}
-        for key, amount in budget.items():
-            if amount is None:
-                continue
-            if key not in now:
-                raise ValueError(f"unknown budget {key!r}; known: {', '.join(now)}")
-            if isinstance(amount, bool) or not isinstance(amount, (int, float, np.number)) \
-                    or not math.isfinite(float(amount)) or amount < 0:
-                raise ValueError(f"budget {key} must be a finite number >= 0, got {amount!r}")
-            target[key] = now[key] + amount
-        return target
+        return make_target(self._progress(), budget)
 
     def _budget_reached(self) -> bool:
-        if not self._target:
-            return False
-        now = self._progress()
-        return any(now[k] >= v for k, v in self._target.items())
+        return bool(self._target) and reached(self._progress(), self._target)
 
     def _loop(self) -> None:
         try:
@@ -426,18 +410,3 @@ class Runner:
     def __repr__(self) -> str:
         return (f"<{type(self).__name__} {self.name!r} state={self.state} "
                 f"{self.iteration_column}={self.iteration}>")
-
-
-def _indent(text: str, prefix: str = "    ") -> str:
-    return "\n".join(prefix + line for line in text.splitlines())
-
-
-def return_columns(returns, std: bool = False) -> dict[str, float]:
-    """``return_mean``/``_max``/``_min`` (and ``_std``) of a history row: the returns of the
-    episodes an iteration finished (NaN when it finished none). The default plot panels
-    (:data:`esnb.runners.plotspec.RETURN_PANELS`) read them."""
-    returns = np.asarray(returns, dtype=np.float64)
-    names = ("mean", "max", "min", "std") if std else ("mean", "max", "min")
-    if not returns.size:
-        return {f"return_{n}": np.nan for n in names}
-    return {f"return_{n}": float(getattr(returns, n)()) for n in names}

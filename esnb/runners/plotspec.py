@@ -36,6 +36,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 X_ALIASES = ("progress", "iteration")
 AXIS_TYPES = ("linear", "log")
 
@@ -176,3 +178,14 @@ def axis_label(column: str) -> str:
     if column == "wall_time":
         return "wall time (s)"
     return column.replace("_", " ")
+
+
+def return_columns(returns, std: bool = False) -> dict[str, float]:
+    """``return_mean``/``_max``/``_min`` (and ``_std``) of a history row: the returns of the
+    episodes an iteration finished (NaN when it finished none). The default plot panels
+    (:data:`esnb.runners.plotspec.RETURN_PANELS`) read them."""
+    returns = np.asarray(returns, dtype=np.float64)
+    names = ("mean", "max", "min", "std") if std else ("mean", "max", "min")
+    if not returns.size:
+        return {f"return_{n}": np.nan for n in names}
+    return {f"return_{n}": float(getattr(returns, n)()) for n in names}

@@ -29,3 +29,10 @@ def preset_table(cls: type[Settings]) -> str:
         if meta.has_paper and meta.paper != default:
             rows.append(f"| `{name}` | {_cell(default)} | {_cell(meta.paper)} | {meta.why} |")
     return "\n".join(rows)
+
+
+def docstring_section(cls: type[Settings]) -> str:
+    """A numpydoc "Settings" section listing ``cls``'s settings (a runner's docstring)."""
+    table = "\n".join("    " + line for line in markdown_table(cls).splitlines())
+    return ("\n\n    Settings\n    --------\n    Keyword arguments, with ``preset=\"laptop\"`` "
+            "(default) or ``\"paper\"``; ``live`` ones are controls.\n\n" + table + "\n")

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from esnb.runners.base import return_columns
+from esnb.runners.plotspec import return_columns
 
 
 class Throughput:

@@ -43,12 +43,12 @@ from esnb.noise import (
     get_noise_table,
 )
 from esnb.policies.spec import PolicySpec, init_params
-from esnb.record import restore_rng
-from esnb.runners.base import Runner, return_columns
+from esnb.runners.base import Runner
 from esnb.runners.es.config import ESConfig
 from esnb.runners.es.dispatch import Generations, sync_state
 from esnb.runners.es.iw import IWReuse
 from esnb.runners.es.replica import normalisation
+from esnb.runners.es.state import load_run_state, run_state
 from esnb.runners.es.tasks import (
     PolicyPayload,
     RolloutConfig,
@@ -59,7 +59,7 @@ from esnb.runners.es.tasks import (
     warm_up,
 )
 from esnb.runners.executor import make_executor
-from esnb.runners.plotspec import PlotPanel, Series
+from esnb.runners.plotspec import PlotPanel, Series, return_columns
 
 log = logging.getLogger("esnb.es")
 
@@ -328,74 +328,12 @@ class ES(Runner):
         return [(evaluate, (self.rollout_config, handle, part))
                 for part in self._eval_seeds(episodes)]
 
-    # -- checkpoints -------------------------------------------------------------------------
+    # -- checkpoints (:mod:`.state`) -------------------------------------------------------
     def _state_dict(self):
-        arrays = self.es.state_dict()
-        obs = self.obs_stats.state_dict()
-        arrays.update(obs_sum=obs["sum"], obs_sumsq=obs["sumsq"])
-        meta = {
-            "obs_count": obs["count"],
-            "rng": self._rng.bit_generator.state,
-            "eval_rng": self._eval_rng.bit_generator.state,
-            "env_steps": self.env_steps,
-            "eval_steps": self.eval_steps,
-            "episodes": self.episodes,
-            "sec_per_step": self._sec_per_step,
-            "mean_len": self._mean_len,
-            "num_params": self.spec.num_params,
-            # the pending IW-ES batch and a bitwise resume need the same noise
-            "noise_digest": self.noise.digest,
-        }
-        iw_meta, iw_arrays = self.iw.state()
-        meta.update(iw_meta)
-        arrays.update(iw_arrays)
-        return meta, arrays
+        return run_state(self)
 
     def _load_state_dict(self, meta, arrays):
-        if int(meta["num_params"]) != self.spec.num_params or arrays["theta"].shape != (
-            self.spec.num_params,
-        ):
-            raise ValueError(
-                f"checkpoint has {arrays['theta'].shape[0]} parameters, this policy "
-                f"{self.spec.num_params}"
-            )
-        missing = [k for k in ("adam_exp_avg", "adam_exp_avg_sq", "adam_step", "obs_sum",
-                               "obs_sumsq") if k not in arrays and
-                   (k.startswith("obs") or int(meta["iteration"]) > 0)]
-        if missing:  # a run that took steps has Adam's state: without it, it would not resume
-            raise ValueError(f"checkpoint misses the arrays {', '.join(missing)}")
-        if "adam_step" in arrays and not float(arrays["adam_step"]) >= 0:
-            raise ValueError(f"adam_step must be >= 0, got {float(arrays['adam_step'])}")
-        meta = self._same_noise(meta)
-        self.es.load_state_dict(arrays)
-        self.obs_stats.load_state_dict(
-            {"sum": arrays["obs_sum"], "sumsq": arrays["obs_sumsq"], "count": meta["obs_count"]})
-        restore_rng(self._rng, meta["rng"], "rng")
-        restore_rng(self._eval_rng, meta["eval_rng"], "eval_rng")
-        self.env_steps = int(meta["env_steps"])
-        self.eval_steps = int(meta["eval_steps"])
-        self.episodes = int(meta["episodes"])
-        self._sec_per_step = meta["sec_per_step"]
-        self._mean_len = meta["mean_len"]
-        self.iw.load(meta, arrays)
-
-
-    def _same_noise(self, meta: dict) -> dict:
-        """Refuse a checkpoint made with another noise table; one made before tables carried
-        a digest (esnb's first table, numpy's stream) goes on with this one, without its
-        pending IW-ES batch (whose offsets point into the old table)."""
-        saved = meta.get("noise_digest")
-        if saved is None:
-            log.warning("this checkpoint predates esnb's portable noise table: the run goes on "
-                        "with other perturbations than it had%s",
-                        " and without its pending IW-ES batch" if meta.get("iw_pending") else "")
-            return {**meta, "iw_pending": False}
-        if saved != self.noise.digest:
-            raise ValueError(f"the checkpoint was made with a noise table of SHA-256 "
-                             f"{str(saved)[:16]}…, this machine's is {self.noise.digest[:16]}… "
-                             f"({self.noise.origin}): resuming would change every "
-                             f"perturbation; resume it where esnb builds the same table")
-        return meta
+        load_run_state(self, meta, arrays)
 
 
 def config_or(value, key: str, default):

@@ -42,12 +42,13 @@ from esnb.envs.make import env_spaces
 from esnb.rl.actor_critic import ActorCriticSpec, init_actor_critic
 from esnb.rl.impala import ImpalaLearner, LossConfig
 from esnb.rl.unrolls import UnrollQueue
-from esnb.runners.base import Runner, return_columns
+from esnb.runners.base import Runner
 from esnb.runners.executor import make_executor
 from esnb.runners.impala.config import ImpalaConfig
 from esnb.runners.impala.evaluation import COLUMNS, Evaluations
 from esnb.runners.impala.slots import ActorSlots
 from esnb.runners.impala.tasks import ActorConfig
+from esnb.runners.plotspec import return_columns
 
 log = logging.getLogger("esnb.impala")
 
