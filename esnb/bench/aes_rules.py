@@ -23,17 +23,22 @@ import time
 import numpy as np
 
 from esnb.bench.aes_tables import COMBINATIONS  # the paper's Table 2 order
+from esnb.bench.flags import add_settings
 from esnb.bench.report import Session
+from esnb.runners.aesrl.config import AESRLConfig
 from esnb.settings import integer, number
+
+#: the AESRLConfig settings offered as flags
+FLAGS = ("env", "max_episode_steps", "rl_start_step")
+#: the reduced setting's values of those flags (see the module's doc), not AESRLConfig's: a small
+#: task with short episodes, and RL early in a short budget
+BENCH = dict(env="InvertedPendulum-v5", max_episode_steps=200, rl_start_step=1_000)
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--env", default="InvertedPendulum-v5", help="gymnasium environment id")
-    p.add_argument("--max-episode-steps", type=integer(1), default=200, help="episode cap")
+    add_settings(p, AESRLConfig, FLAGS, **BENCH)
     p.add_argument("--steps", type=number(0, low_open=True), default=8_000,
                    help="env steps per run")
-    p.add_argument("--rl-start-step", type=integer(0), default=1_000,
-                   help="env steps before the first RL individual")
     p.add_argument("--seeds", type=integer(1), default=3, help="seeds per combination")
     p.add_argument("--range", type=number(0, low_open=True), default=35.0,
                    help="r, and |f_b| of both baselines (about 1/6 of the best return)")
@@ -49,12 +54,16 @@ def add_arguments(p) -> None:
 def one_run(client, mean_rule: str, var_rule: str, seed: int, args) -> dict:
     from esnb.runners.aesrl import AESRL
 
-    r = AESRL(args.env, seed=seed, client=client, mean_rule=mean_rule, var_rule=var_rule,
-              r=args.range, f_b_absolute=-args.range, f_b_relative=args.range,
-              actor_hidden=tuple(args.hidden), critic_hidden=tuple(args.hidden),
-              rl_start_step=args.rl_start_step, critic_chunk=250, eval_episodes=3,
-              max_episode_steps=args.max_episode_steps, critic_exclusive=False,
-              name=f"rules-{mean_rule}-{var_rule}-{seed}")
+    # the reduced setting (see the module's doc), not AESRLConfig's defaults: critic chunks of
+    # 250 updates for short runs, m = 3 episodes per f(mu), and evaluations on the critic's
+    # worker too (2 workers)
+    cfg = AESRLConfig.build(env=args.env, seed=seed, mean_rule=mean_rule, var_rule=var_rule,
+                            r=args.range, f_b_absolute=-args.range, f_b_relative=args.range,
+                            actor_hidden=tuple(args.hidden), critic_hidden=tuple(args.hidden),
+                            rl_start_step=args.rl_start_step, critic_chunk=250,
+                            eval_episodes=3, max_episode_steps=args.max_episode_steps,
+                            critic_exclusive=False)
+    r = AESRL(config=cfg, client=client, name=f"rules-{mean_rule}-{var_rule}-{seed}")
     t0 = time.perf_counter()
     try:
         r.start(env_steps=args.steps).wait()

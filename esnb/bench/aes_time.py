@@ -26,10 +26,14 @@ import logging
 import os
 import time
 
+from esnb.bench.flags import add_settings, chosen, given_settings
 from esnb.bench.report import Session
-from esnb.settings import integer, number
+from esnb.runners.aesrl.config import AESRLConfig, CEMRLConfig
+from esnb.settings import integer, number, show
 
 log = logging.getLogger("esnb.bench")
+#: the AES-RL settings offered as flags (CEM-RL declares the same, with the same defaults)
+FLAGS = ("rl_start_step", "seed")
 
 
 def add_arguments(p) -> None:
@@ -37,21 +41,23 @@ def add_arguments(p) -> None:
                    help="environments, one table row each")
     p.add_argument("--steps", type=number(0, low_open=True), default=30_000,
                    help="env-step budget per run")
-    p.add_argument("--rl-start-step", type=integer(0), default=10_000,
-                   help="env steps before the first RL individual")
     p.add_argument("--workers", type=integer(1), default=3,
                    help="LocalCluster workers (3 on 2 cores: oversubscribed, see the "
                         "description)")
-    p.add_argument("--hidden", type=integer(1), nargs="+", default=[64, 64],
-                   help="actor and critic sizes (esnb.rl.td3.CPU_FRIENDLY; paper 400 300)")
-    p.add_argument("--seed", type=integer(0), default=0, help="seed of every random draw of a run")
+    hidden = AESRLConfig.declarations()["actor_hidden"][1]
+    p.add_argument("--hidden", type=integer(1), nargs="+", default=None,
+                   help=f"actor and critic sizes (default: the configs' actor_hidden and "
+                        f"critic_hidden, {show(hidden)}; paper 400 300)")
+    add_settings(p, AESRLConfig, FLAGS)
     p.add_argument("--json", default=None,
                    help="also write the figures to this file (default: not written)")
 
 
-def _common(env: str, hidden, rl_start: int, seed: int) -> dict:
-    return dict(env=env, seed=seed, actor_hidden=tuple(hidden), critic_hidden=tuple(hidden),
-                rl_start_step=rl_start)
+def _common(env: str, hidden, rl_start: int | None, seed: int | None) -> dict:
+    """The settings of all three runs; None: the configs' (the same for AES-RL and CEM-RL)."""
+    sizes = {} if hidden is None else dict(actor_hidden=tuple(hidden),
+                                           critic_hidden=tuple(hidden))
+    return dict(env=env, **chosen(seed=seed, rl_start_step=rl_start), **sizes)
 
 
 def _figures(name: str, wall: float, c: dict) -> dict:
@@ -75,10 +81,11 @@ def _warm_up(env: str) -> None:
     make_env(env).close()
 
 
-def measure_env(client, env: str, steps: float, rl_start: int, hidden, seed: int,
-                progress=print, **kwargs) -> list[dict]:
-    """The three rows of Table 1 for ``env``; ``kwargs`` (e.g. ``max_episode_steps``,
-    ``eval_episodes``) go to all three runners."""
+def measure_env(client, env: str, steps: float, rl_start: int | None = None, hidden=None,
+                seed: int | None = None, progress=print, **kwargs) -> list[dict]:
+    """The three rows of Table 1 for ``env``; ``rl_start``, ``hidden`` (actor and critic) and
+    ``seed`` None: the configs'; ``kwargs`` (e.g. ``max_episode_steps``, ``eval_episodes``) go
+    to all three runners."""
     from esnb.runners.aesrl import AESRL, CEMRL, train_cemrl
     from esnb.runners.executor import make_executor
 
@@ -96,7 +103,8 @@ def measure_env(client, env: str, steps: float, rl_start: int, hidden, seed: int
     # 2. P-CEM-RL on the cluster
     progress(f"{env}: P-CEM-RL on {len(workers)} workers ...")
     t0 = time.perf_counter()
-    pcem = CEMRL(**base, parallel=True, client=client, name=f"bench-pcem-{env}")
+    pcem = CEMRL(config=CEMRLConfig.build(**base, parallel=True), client=client,
+                 name=f"bench-pcem-{env}")
     try:
         pcem.start(env_steps=steps).wait()
         wall = time.perf_counter() - t0
@@ -106,8 +114,8 @@ def measure_env(client, env: str, steps: float, rl_start: int, hidden, seed: int
     # 3. AES-RL on the cluster, critic capped at CEM-RL's updates
     progress(f"{env}: AES-RL on {len(workers)} workers ...")
     t0 = time.perf_counter()
-    aes = AESRL(**base, client=client, critic_ratio=max(u, 1) / steps,
-                name=f"bench-aes-{env}")
+    aes = AESRL(config=AESRLConfig.build(**base, critic_ratio=max(u, 1) / steps),
+                client=client, name=f"bench-aes-{env}")
     try:
         aes.start(env_steps=steps).wait()
         catch_up = aes.finish_critic(u)
@@ -131,20 +139,23 @@ def run(args) -> int:
     from esnb.cluster import make_client
 
     session = Session()
+    sizes = {} if args.hidden is None else dict(actor_hidden=args.hidden,
+                                                critic_hidden=args.hidden)
+    cfg = AESRLConfig.build(**given_settings(args, AESRLConfig, FLAGS), **sizes)
     client = make_client(args.workers, dashboard_address=":0", silence_logs=logging.ERROR)
     rows = []
     try:
         for env in args.envs:
-            rows += measure_env(client, env, args.steps, args.rl_start_step, args.hidden,
-                                args.seed)
+            rows += measure_env(client, env, args.steps, cfg.rl_start_step, cfg.actor_hidden,
+                                cfg.seed)
     finally:
         client.close()
     print()
     print(f"aes-time: wall time for the same env-step budget ({args.steps:,.0f} steps, "
-          f"RL from {args.rl_start_step:,} steps) and CEM-RL's critic-update budget")
-    print(f"reduced setting: actor and critic {'-'.join(map(str, args.hidden))} "
+          f"RL from {cfg.rl_start_step:,} steps) and CEM-RL's critic-update budget")
+    print(f"reduced setting: actor and critic {'-'.join(map(str, cfg.actor_hidden))} "
           f"(paper 400-300), {args.workers} local workers on {os.cpu_count()} cores, "
-          f"seed {args.seed}")
+          f"seed {cfg.seed}")
     head = (f"  {'env':<15}{'algorithm':<15}{'wall s':>9}{'vs serial':>10}{'env steps':>11}"
             f"{'critic/step':>12}{'actor/step':>11}{'eval steps':>11}")
     print(head)
@@ -159,8 +170,10 @@ def run(args) -> int:
                   f"critic catch-up {r['critic_catch_up']:.1f} s, mean staleness "
                   f"{r['staleness_mean']:.1f} updates")
     return session.done(args, {"rows": rows, "seconds": session.seconds, "load": session.load,
-                               "args": {k: v for k, v in vars(args).items()
-                                        if isinstance(v, (int, float, str, list))}},
+                               "args": {**{k: v for k, v in vars(args).items()
+                                           if isinstance(v, (int, float, str, list))},
+                                        "rl_start_step": cfg.rl_start_step,
+                                        "hidden": list(cfg.actor_hidden), "seed": cfg.seed}},
                         rerun=f"esnb bench aes-time --steps {args.steps:.0f}")
 
 

@@ -23,7 +23,9 @@ import time
 import numpy as np
 import pandas as pd
 
+from esnb.bench.flags import add_settings, chosen, given_settings
 from esnb.bench.report import write_json
+from esnb.runners.apex.config import ApeXDQNConfig
 from esnb.settings import integer, number
 
 #: what the paper's text reports (Atari unless said otherwise)
@@ -40,9 +42,13 @@ PAPER = {
     "scaling_actors": (8, 16, 32, 64, 128, 256),
 }
 
-#: the notebook's / CLI's defaults
+#: the sweep's own values (the runs take ApeXDQNConfig's defaults otherwise): the env is named
+#: whatever the config's default, as the target is its; evaluations every 250 updates, more
+#: often than the config's default, give each run's curve and time to the target
 DEFAULTS = dict(env="CartPole-v1", actors=(1, 4, 16, 64), seconds=120.0, target=475.0,
-                eval_interval=250, eval_episodes=10, workers=2, seed=0)
+                eval_interval=250, workers=2)
+#: the ApeXDQNConfig settings offered as flags
+FLAGS = ("seed",)
 
 
 def add_arguments(p) -> None:
@@ -54,29 +60,30 @@ def add_arguments(p) -> None:
                    help="greedy evaluation return that counts as solved")
     p.add_argument("--workers", type=integer(1), default=DEFAULTS["workers"],
                    help="LocalCluster worker processes")
-    p.add_argument("--seed", type=integer(0), default=DEFAULTS["seed"],
-                   help="seed of every random draw of a run")
+    add_settings(p, ApeXDQNConfig, FLAGS)
     p.add_argument("--json", default=None,
                    help="also write the summary to this file (default: not written)")
 
 
 def measure(num_actors: int, client=None, budget: dict | None = None, *,
-            env: str = DEFAULTS["env"], seed: int = 0, target: float = DEFAULTS["target"],
-            eval_interval: int = DEFAULTS["eval_interval"],
-            eval_episodes: int = DEFAULTS["eval_episodes"], **kwargs
-            ) -> tuple[dict, pd.DataFrame]:
+            env: str = DEFAULTS["env"], seed: int | None = None,
+            target: float = DEFAULTS["target"], eval_interval: int = DEFAULTS["eval_interval"],
+            eval_episodes: int | None = None, **kwargs) -> tuple[dict, pd.DataFrame]:
     """One Ape-X DQN run with ``num_actors`` actors; returns (summary, history).
 
     ``budget`` is passed to ``start`` (default ``{"seconds": 120}``); ``client=False`` runs
     inline (actors and learner alternate in this process: throughput figures then mean
-    nothing). ``kwargs`` go to :class:`esnb.ApeX`.
+    nothing). ``seed`` and ``eval_episodes`` None: ApeXDQNConfig's; ``kwargs``: other
+    settings of :class:`esnb.ApeX`.
     """
     from esnb.runners.apex import ApeX
 
     budget = {"seconds": DEFAULTS["seconds"]} if budget is None else dict(budget)
-    runner = ApeX(env, num_actors=int(num_actors), seed=seed, client=client,
-                  eval_interval=eval_interval, eval_episodes=eval_episodes,
-                  replay_checkpoint="", name=f"apex-scaling-{num_actors}", **kwargs)
+    # no replay checkpoint files (nothing is resumed)
+    cfg = ApeXDQNConfig.build(env=env, num_actors=int(num_actors), eval_interval=eval_interval,
+                              replay_checkpoint="",
+                              **chosen(seed=seed, eval_episodes=eval_episodes), **kwargs)
+    runner = ApeX(config=cfg, client=client, name=f"apex-scaling-{num_actors}")
     try:
         runner.start(**budget)
         runner.wait()
@@ -206,7 +213,7 @@ def run(args) -> int:
                              silence_logs=logging.ERROR)
     try:
         summary, _ = sweep(args.actors, client, {"seconds": args.seconds}, target=args.target,
-                           seed=args.seed)
+                           **given_settings(args, ApeXDQNConfig, FLAGS))
     finally:
         client.close()
     cols = ["num_actors", "actor_steps_per_s", "inserts_per_s", "updates_per_s",

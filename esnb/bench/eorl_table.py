@@ -120,6 +120,10 @@ def _versions(args) -> list[tuple[str, float]]:
 
 def build_specs(args) -> list:
     from esnb.runners.eorl import COLUMNS, RunSpec
+    from esnb.runners.eorl.config import EpisodeConfig
+
+    # Table 1's episodes: EORL's paper preset (its BitFlip value)
+    bitflip_episodes = EpisodeConfig.preset_values("paper")["episodes"]
 
     setting = FULL if args.full else REDUCED
     seeds = range(args.seeds if args.seeds is not None else setting["seeds"])
@@ -135,7 +139,8 @@ def build_specs(args) -> list:
                     for s in seeds:
                         specs.append(RunSpec(a, "bitflip", (("n_bits", size),
                                                             ("subgoal", bool(subgoal))),
-                                             episodes=args.episodes or 400, seed=s))
+                                             episodes=args.episodes or bitflip_episodes,
+                                             seed=s))
     else:
         for sub, stoch in _versions(args):
             for size in args.sizes or setting["gridnav_sizes"]:

@@ -41,11 +41,16 @@ import time
 
 import numpy as np
 
+from esnb.bench.flags import chosen
 from esnb.bench.report import Session
+from esnb.runners.es.config import ESConfig
 from esnb.settings import integer
 
 #: hidden layers of the two policies: ~5k and ~1M parameters on CartPole
 SIZES = {"5k": (64, 64), "1M": (1024, 1024)}
+#: the benchmark's env, whatever ESConfig's default: SIZES' parameter counts and the episodes
+#: cut at a few steps are CartPole-v1's (so is :data:`PROBE`'s)
+ENV = "CartPole-v1"
 #: worker processes per SLURM job (``--cluster slurm``)
 PER_JOB = 2
 
@@ -125,14 +130,18 @@ def _client(n: int, cluster: str):
 
 
 def measure_one(client, size: str, n: int, generations: int, per_worker: int,
-                episode_steps: int, seed: int = 0) -> dict:
-    """Warm up, then measure ``generations`` generations of one ES run on ``client``."""
+                episode_steps: int, seed: int | None = None) -> dict:
+    """Warm up, then measure ``generations`` generations of one ES run on ``client``
+    (``seed`` None: ESConfig's)."""
     from esnb.runners.es import ES
 
-    kw = dict(env="CartPole-v1", hidden=SIZES[size], population=2 * max(1, per_worker * n // 2),
-              max_episode_steps=episode_steps, seed=seed, eval_interval=0,
-              noise_size=2_000_000 if size == "1M" else 1_000_000)
-    es = ES(**kw, client=client, name=f"scale-{size}-{n}")
+    # no evaluations (a generation is its tasks alone); a noise table just large enough for
+    # the policy, built in a fraction of the default table's time
+    cfg = ESConfig.build(env=ENV, hidden=SIZES[size],
+                         population=2 * max(1, per_worker * n // 2),
+                         max_episode_steps=episode_steps, eval_interval=0,
+                         noise_size=2_000_000 if size == "1M" else 1_000_000, **chosen(seed=seed))
+    es = ES(config=cfg, client=client, name=f"scale-{size}-{n}")
     try:
         es.step(2)  # warm-up: imports, environments, every worker's first sync
         es.executor.sent_bytes = 0
@@ -150,7 +159,7 @@ def measure_one(client, size: str, n: int, generations: int, per_worker: int,
             "size": size,
             "params": int(es.theta.size),
             "workers": n,
-            "population": int(kw["population"]),
+            "population": cfg.population,
             "tasks": int(h.tasks.median()),
             "gen_time": float(h.gen_time.median()),
             "task_max": float(h.task_max.median()),
@@ -158,13 +167,13 @@ def measure_one(client, size: str, n: int, generations: int, per_worker: int,
             "overhead": float((h.gen_time - compute).median()),
             "dask_floor": float(statistics.median(floors)),
             "sent_bytes": float(np.median(sent)),
-            "sent_per_episode": float(np.median(sent) / kw["population"]),
+            "sent_per_episode": float(np.median(sent) / cfg.population),
             "syncs_warmup": int(syncs0),
             "syncs_after": int(es.generations.syncs - syncs0),
             "distinct_workers": len({pid for pid, _ in where.values()}),
             "slurm_jobs": len({job for _, job in where.values() if job}),
         }
-        inline = ES(**kw, client=False)
+        inline = ES(config=cfg, client=False)
         inline.step(es.iteration)
         row["theta_bitwise_equal"] = bool(np.array_equal(inline.theta, es.theta))
         return row
@@ -261,7 +270,7 @@ def run(args) -> int:
     if unknown:
         raise SystemExit(f"esnb bench es-scale-out: --sizes: unknown {unknown}; "
                          f"choose among {', '.join(SIZES)}")
-    print(f"es-scale-out on {args.cluster} workers: CartPole-v1 cut at {args.episode_steps} "
+    print(f"es-scale-out on {args.cluster} workers: {ENV} cut at {args.episode_steps} "
           f"steps, {args.per_worker} episodes per worker, {args.generations} generations each; "
           + ("every worker keeps a replica" if args.replicas else
              "workers on this host map the driver's theta, others keep replicas"))

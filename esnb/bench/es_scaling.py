@@ -12,14 +12,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from esnb.bench.flags import add_settings, chosen, given_settings
 from esnb.bench.report import Session
+from esnb.runners.es.config import ESConfig
 from esnb.settings import integer
+
+#: the ESConfig settings offered as flags
+FLAGS = ("env", "population")
+#: the benchmark's env, not ESConfig's: the targets are HalfCheetah-v5's (fixed 1,000-step
+#: episodes, a MuJoCo step's cost)
+ENV = "HalfCheetah-v5"
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--env", default="HalfCheetah-v5", help="gymnasium environment id")
+    add_settings(p, ESConfig, FLAGS, env=ENV)
     p.add_argument("--generations", type=integer(1), default=6, help="measured generations each")
-    p.add_argument("--population", type=integer(2), default=40, help="episodes per generation")
     p.add_argument("--workers", type=integer(1), default=2, help="LocalCluster worker processes")
     p.add_argument("--raw-steps", type=integer(1), default=20_000, help="raw steps per measurement")
     p.add_argument("--json", default=None,
@@ -32,16 +39,18 @@ def _raw_rate(cfg, steps: int) -> float:
     return raw_step_rate(cfg, steps)["steps_per_s"]
 
 
-def measure(env: str = "HalfCheetah-v5", generations: int = 6, population: int = 40,
+def measure(env: str = ENV, generations: int = 6, population: int | None = None,
             workers: int = 2, raw_steps: int = 20_000, progress=print) -> dict:
+    """``population`` None: ESConfig's."""
     from esnb.cluster import make_client
     from esnb.runners.es import ES
 
-    kw = dict(env=env, population=population, seed=0, eval_interval=0)
-    inline = ES(**kw, client=None, name="bench-inline")
+    # no evaluations: a generation's time is its rollouts and update alone
+    cfg = ESConfig.build(env=env, eval_interval=0, **chosen(population=population))
+    inline = ES(config=cfg, client=None, name="bench-inline")
     client = make_client(workers, dashboard_address=":0")
     try:
-        dist = ES(**kw, client=client, name="bench-cluster")
+        dist = ES(config=cfg, client=client, name="bench-cluster")
         # warm-up generation each: env creation, imports, first timing estimate
         inline.step(1)
         dist.step(1)
@@ -63,9 +72,9 @@ def measure(env: str = "HalfCheetah-v5", generations: int = 6, population: int =
         client.close()
     raw_rate = float(np.median(raw))
     return {
-        "env": env,
+        "env": cfg.env,
         "workers": workers,
-        "population": population,
+        "population": cfg.population,
         "generations": generations,
         "inline_steps_per_s": float(inline_rate),
         "cluster_steps_per_s": float(dist_rate),
@@ -80,7 +89,8 @@ def measure(env: str = "HalfCheetah-v5", generations: int = 6, population: int =
 
 def run(args) -> int:
     session = Session()
-    r = measure(args.env, args.generations, args.population, args.workers, args.raw_steps)
+    r = measure(generations=args.generations, workers=args.workers, raw_steps=args.raw_steps,
+                **given_settings(args, ESConfig, FLAGS))
     print()
     print(f"es-scaling on {r['env']}, population {r['population']}, "
           f"{r['generations']} generations each, interleaved")

@@ -47,8 +47,9 @@ from esnb.bench.soak_driver import Driver, ReplayPoller, live_workers, replay_st
 
 MB = 1024 * 1024
 
-#: per algorithm: small settings, a budget never reached (the soak stops the run) and the
-#: faults it takes
+#: per algorithm: small settings (a cheap env named whatever the config's default; every setting
+#: not given is the config's), a budget never reached (the soak stops the run) and the faults it
+#: takes
 RUNS = {
     "apex": (["--env", "CartPole-v1", "--min-size", "500", "--eval-interval", "0",
               "--learner-steps", "1e9"], ("kill_worker", "kill_replay", "add_worker", "sigterm")),

@@ -19,20 +19,28 @@ import time
 
 import numpy as np
 
+from esnb.bench.flags import add_settings, given_settings
 from esnb.bench.report import write_json
+from esnb.runners.impala.config import ImpalaConfig
 from esnb.settings import integer, number
 
 SOLVED = 475.0
+#: greedy episodes per evaluation of part 1, more than ImpalaConfig's default: solved is a mean
+#: of 475 over 20
+EVAL_EPISODES = 20
+#: the ImpalaConfig settings offered as flags
+FLAGS = ("env", "seed", "eval_interval")
+#: the benchmark's own values of its flags: the env is named whatever ImpalaConfig's default (the
+#: target, SOLVED, is CartPole-v1's); evaluations every 25 learner steps, more often than
+#: ImpalaConfig's default, time the solve finer
+BENCH = dict(env="CartPole-v1", eval_interval=25)
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--env", default="CartPole-v1", help="gymnasium environment id")
+    add_settings(p, ImpalaConfig, FLAGS, **BENCH)
     p.add_argument("--workers", type=integer(1), default=2, help="LocalCluster worker processes")
-    p.add_argument("--seed", type=integer(0), default=0, help="seed of every random draw of a run")
     p.add_argument("--time-limit", type=number(0, low_open=True), default=180.0,
                    help="seconds for part 1")
-    p.add_argument("--eval-interval", type=integer(0), default=25,
-                   help="learner steps between greedy evaluations")
     p.add_argument("--lag-compare", action="store_true", help="also run part 2")
     p.add_argument("--lags", type=integer(0), nargs="+", default=[0, 25, 100],
                    help="part 2: policy lags injected, in parameter versions")
@@ -44,9 +52,10 @@ def add_arguments(p) -> None:
                    help="also write the figures to this file (default: not written)")
 
 
-#: the CartPole settings of the benchmark (also the defaults of ``esnb.Impala``)
-SETTINGS = dict(lr=1e-3, entropy_cost=0.01, unroll_length=20, batch_size=32,
-                envs_per_actor=16, hidden=(64, 64))
+#: the learner settings of every run: ImpalaConfig's defaults (the runs set none of them; shown
+#: by notebooks/impala_vtrace_lag.ipynb)
+SETTINGS = {name: value for name, value in vars(ImpalaConfig.build()).items() if name in (
+    "lr", "entropy_cost", "unroll_length", "batch_size", "envs_per_actor", "hidden")}
 
 
 def _hist_text(hist: dict[int, int], width: int = 40) -> list[str]:
@@ -71,8 +80,9 @@ def solve(client, env: str, seed: int, time_limit: float, eval_interval: int,
           progress=print) -> dict:
     from esnb.runners.impala import Impala
 
-    r = Impala(env, client=client, seed=seed, eval_interval=eval_interval, eval_episodes=20,
-               name=f"bench-impala-{seed}", **SETTINGS)
+    cfg = ImpalaConfig.build(env=env, seed=seed, eval_interval=eval_interval,
+                             eval_episodes=EVAL_EPISODES)
+    r = Impala(config=cfg, client=client, name=f"bench-impala-{seed}")
     solved_at = None
     try:
         t0 = time.perf_counter()
@@ -134,9 +144,10 @@ def compare(client, env: str, lags: list[int], steps: int, seeds: int,
     for lag in lags:
         for seed in range(seeds):
             for correction in ("vtrace", "none"):
-                r = Impala(env, client=client, seed=100 + seed, actor_lag=lag,
-                           correction=correction, eval_interval=0,
-                           name=f"bench-lag{lag}-{correction}-{seed}", **SETTINGS)
+                # no evaluations while learning: one at the end, on 20 episodes
+                cfg = ImpalaConfig.build(env=env, seed=100 + seed, actor_lag=lag,
+                                         correction=correction, eval_interval=0)
+                r = Impala(config=cfg, client=client, name=f"bench-lag{lag}-{correction}-{seed}")
                 try:
                     t0 = time.perf_counter()
                     r.start(learner_steps=steps)
@@ -172,15 +183,16 @@ def run(args) -> int:
     from esnb.cluster import make_client
 
     torch.set_num_threads(1)
+    cfg = ImpalaConfig.build(**given_settings(args, ImpalaConfig, FLAGS))
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     client = make_client(args.workers, dashboard_address=":0", silence_logs=logging.ERROR)
     startup = time.perf_counter() - t0
     try:
-        print(f"impala bench: {args.env} on a {args.workers}-worker LocalCluster (started in "
+        print(f"impala bench: {cfg.env} on a {args.workers}-worker LocalCluster (started in "
               f"{startup:.1f} s), load average {load:.2f} at start")
-        r = solve(client, args.env, args.seed, args.time_limit, args.eval_interval)
-        rows = (compare(client, args.env, args.lags, args.compare_steps, args.compare_seeds)
+        r = solve(client, cfg.env, cfg.seed, args.time_limit, cfg.eval_interval)
+        rows = (compare(client, cfg.env, args.lags, args.compare_steps, args.compare_seeds)
                 if args.lag_compare else [])
     finally:
         client.close()

@@ -23,7 +23,8 @@ from esnb.settings import integer
 
 SMALL_NETS = ["--actor-hidden", "16", "16", "--critic-hidden", "16", "16"]
 #: per algorithm: a small run that goes on until stopped, and (flag, history column) of a budget
-#: in whole iterations (what a resume of it takes)
+#: in whole iterations (what a resume of it takes). Each run names a cheap env and small sizes
+#: of its own, whatever the config's defaults; every other setting is the config's
 RUNS = {
     "es": (["--env", "CartPole-v1", "--population", "10", "--noise-size", "1000000",
             "--generations", "100000"], ("generations", "generation")),

@@ -20,12 +20,23 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from esnb.bench.flags import add_settings, chosen, given_settings
 from esnb.bench.report import write_json
+from esnb.runners.es.config import ESConfig
 from esnb.settings import integer, number
+
+#: the ESConfig settings offered as flags
+FLAGS = ("env", "population", "sigma")
+#: the benchmark's env, not ESConfig's: the paper's Figure 1 is on MuJoCo, whose fixed-length
+#: episodes make env steps a fair budget
+ENV = "HalfCheetah-v5"
+#: noise-free episodes per evaluation of a curve, fewer than ESConfig's: the curves are means over
+#: seeds, and the final evaluation has 10 episodes of its own
+EVAL_EPISODES = 3
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--env", default="HalfCheetah-v5", help="gymnasium environment id")
+    add_settings(p, ESConfig, FLAGS, env=ENV)
     p.add_argument("--steps", type=number(0, low_open=True), default=1_000_000,
                    help="env steps per run")
     p.add_argument("--lrs", type=number(0, low_open=True), nargs="+", default=[1e-3, 1e-2],
@@ -33,22 +44,21 @@ def add_arguments(p) -> None:
     p.add_argument("--ks", nargs="+", default=["0", "2", "4", "auto"],
                    help="IW updates per batch to compare (0: plain ES; auto: adaptive)")
     p.add_argument("--seeds", type=integer(1), default=3, help="seeds per (lr, K)")
-    p.add_argument("--population", type=integer(2), default=40, help="episodes per generation")
-    p.add_argument("--sigma", type=number(0, low_open=True), default=0.02,
-                   help="std of the parameter perturbations")
     p.add_argument("--workers", type=integer(1), default=2, help="LocalCluster worker processes")
     p.add_argument("--out", default="runs/iw-efficiency", help="folder for the plot and data")
 
 
-def configs(env, steps, lrs, ks, seeds, population, sigma) -> list[dict]:
+def configs(env, steps, lrs, ks, seeds, population=None, sigma=None) -> list[dict]:
+    """One :func:`esnb.runners.es.train_es` config per (lr, K, seed): ES settings (``population``
+    and ``sigma`` None: ESConfig's) with the budget and the final evaluation."""
     out = []
     for lr in lrs:
         for k in ks:
             for seed in range(seeds):
-                out.append(dict(env=env, population=population, sigma=sigma, lr=lr, seed=seed,
-                                iw_k=k if k == "auto" else int(k), eval_interval=5,
-                                eval_episodes=3, budget={"env_steps": steps}, final_eval=10,
-                                name=f"iw-eff-{k}-{lr:g}-{seed}"))
+                out.append(dict(env=env, **chosen(population=population, sigma=sigma), lr=lr,
+                                seed=seed, iw_k=k if k == "auto" else int(k),
+                                eval_episodes=EVAL_EPISODES, budget={"env_steps": steps},
+                                final_eval=10, name=f"iw-eff-{k}-{lr:g}-{seed}"))
     return out
 
 
@@ -113,8 +123,8 @@ def run(args) -> int:
     from esnb.runners.sweep import map_runs
 
     t0 = time.perf_counter()
-    cfgs = configs(args.env, args.steps, args.lrs, args.ks, args.seeds, args.population,
-                   args.sigma)
+    es = ESConfig.build(**given_settings(args, ESConfig, FLAGS))
+    cfgs = configs(es.env, args.steps, args.lrs, args.ks, args.seeds, es.population, es.sigma)
     with session(args.workers) as executor:
         runs = map_runs(train_es, cfgs, executor, desc="iw-efficiency runs")
     curves, finals = summarise(runs, cfgs)
@@ -122,12 +132,12 @@ def run(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     curves.to_csv(out / "curves.csv", index=False)
     finals.to_csv(out / "finals.csv", index=False)
-    plot(curves, out / "iw_efficiency.html", f"IW-ES efficiency on {args.env}")
+    plot(curves, out / "iw_efficiency.html", f"IW-ES efficiency on {es.env}")
     table = final_table(finals, np.random.default_rng(0))
     elapsed = time.perf_counter() - t0
     print()
-    print(f"iw-efficiency on {args.env}: {args.steps:,.0f} env steps per run, population "
-          f"{args.population}, sigma {args.sigma}, {args.seeds} seeds, {len(cfgs)} runs on "
+    print(f"iw-efficiency on {es.env}: {args.steps:,.0f} env steps per run, population "
+          f"{es.population}, sigma {es.sigma}, {args.seeds} seeds, {len(cfgs)} runs on "
           f"{args.workers} workers in {elapsed / 60:.1f} min")
     print("means over seeds [bootstrap 95% interval]")
     print(format_final_table(table))

@@ -12,19 +12,28 @@ from __future__ import annotations
 
 import numpy as np
 
+from esnb.bench.flags import add_settings
 from esnb.bench.report import Session
+from esnb.runners.es.config import ESConfig
 from esnb.settings import integer
 
 TARGETS = {64: 1.10, 512: 1.25}
+#: the ESConfig settings offered as flags
+FLAGS = ("env", "population")
+#: the benchmark's env, not ESConfig's: IW-ES's Figure 3 is on Ant (105-dim observations),
+#: whose episodes can be given a fixed length
+ENV = "Ant-v5"
+#: the benchmark's population, smaller than ESConfig's: 3 sizes x 6 K x several iterations of
+#: 1,000-step Ant episodes stay within minutes (BENCHMARKS.md's figures were taken with it)
+POPULATION = 20
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--env", default="Ant-v5", help="gymnasium environment id")
+    add_settings(p, ESConfig, FLAGS, env=ENV, population=POPULATION)
     p.add_argument("--hidden", type=integer(1), nargs="+", default=[64, 256, 512],
                    help="widths of the two hidden layers, one measurement each")
     p.add_argument("--ks", type=integer(0), nargs="+", default=[0, 1, 2, 3, 4, 5],
                    help="IW updates per batch to compare (0: plain ES)")
-    p.add_argument("--population", type=integer(2), default=20, help="episodes per generation")
     p.add_argument("--generations", type=integer(1), default=3, help="measured generations per K")
     p.add_argument("--episode-steps", type=integer(1), default=1000,
                    help="fixed length of every episode")
@@ -33,7 +42,7 @@ def add_arguments(p) -> None:
                    help="also write the figures to this file (default: not written)")
 
 
-def measure(env="Ant-v5", hidden=(64, 256, 512), ks=(0, 1, 2, 3, 4, 5), population=20,
+def measure(env=ENV, hidden=(64, 256, 512), ks=(0, 1, 2, 3, 4, 5), population=POPULATION,
             generations=3, episode_steps=1000, workers=2,
             progress=print) -> list[dict]:
     from esnb.cluster import make_client
@@ -44,10 +53,11 @@ def measure(env="Ant-v5", hidden=(64, 256, 512), ks=(0, 1, 2, 3, 4, 5), populati
     rows = []
     try:
         for h in hidden:
-            runners = {k: ES(env, population=population, seed=0, client=client, hidden=(h, h),
-                             eval_interval=0, iw_k=k,
-                             max_episode_steps=episode_steps, env_kwargs=env_kwargs,
-                             name=f"iw-overhead-{h}-k{k}") for k in ks}
+            # no evaluations: an iteration is IW updates, rollouts and the ordinary update
+            runners = {k: ES(config=ESConfig.build(
+                env=env, population=population, hidden=(h, h), eval_interval=0, iw_k=k,
+                max_episode_steps=episode_steps, env_kwargs=env_kwargs),
+                client=client, name=f"iw-overhead-{h}-k{k}") for k in ks}
             for r in runners.values():  # warm-up: the second generation has a batch to reuse
                 r.step(2)
             times = {k: [] for k in ks}

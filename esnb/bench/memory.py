@@ -21,11 +21,19 @@ import statistics
 import subprocess
 import sys
 
+from esnb.bench.flags import add_settings, given_settings
 from esnb.bench.report import Session
+from esnb.runners.es.config import ESConfig
 from esnb.settings import integer
 
+#: the ESConfig settings offered as flags
+FLAGS = ("env", "population")
+#: the benchmark's env, not ESConfig's: the targets are HalfCheetah-v5's (a MuJoCo worker)
+ENV = "HalfCheetah-v5"
+
 #: the measured program, as source: it uses only what every esnb version has (make_client, ES,
-#: step), so ``--compare`` can run it on an older tree
+#: step), so ``--compare`` can run it on an older tree; the env and population are passed in
+#: (resolved here from ESConfig) and the rest written out, so that both trees run the same
 CHILD = r'''
 import json, logging, os, sys, time, zlib
 mode, env = sys.argv[1], sys.argv[5]
@@ -75,12 +83,11 @@ MB = 1e6
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--env", default="HalfCheetah-v5", help="gymnasium environment id")
+    add_settings(p, ESConfig, FLAGS, env=ENV)
     p.add_argument("--workers", type=integer(1), nargs="+", default=[2, 4, 8],
                    help="LocalCluster sizes to measure memory with")
     p.add_argument("--generations", type=integer(1), default=3,
                    help="generations run before memory is read")
-    p.add_argument("--population", type=integer(2), default=40, help="episodes per generation")
     p.add_argument("--cold-starts", type=integer(1), default=3,
                    help="cold starts measured (2 workers; the median is reported)")
     p.add_argument("--compare", default=None, metavar="DIR",
@@ -128,9 +135,12 @@ def summarise(result: dict) -> dict:
     }
 
 
-def measure(env: str = "HalfCheetah-v5", workers=(2, 4, 8), generations: int = 3,
-            population: int = 40, cold_starts: int = 3, compare: str | None = None,
+def measure(env: str = ENV, workers=(2, 4, 8), generations: int = 3,
+            population: int | None = None, cold_starts: int = 3, compare: str | None = None,
             progress=print) -> dict:
+    """``population`` None: ESConfig's."""
+    if population is None:
+        population = ESConfig.build(env=env).population
     trees = {"this": None} if compare is None else {"this": None, "compare": compare}
     out: dict = {name: {"memory": {}, "cold_starts": []} for name in trees}
     crcs: dict = {name: set() for name in trees}
@@ -179,7 +189,8 @@ def table(out: dict) -> list[str]:
 
 def run(args) -> int:
     session = Session()
-    out = measure(args.env, args.workers, args.generations, args.population, args.cold_starts,
+    es = ESConfig.build(**given_settings(args, ESConfig, FLAGS))
+    out = measure(es.env, args.workers, args.generations, es.population, args.cold_starts,
                   args.compare)
     s = out["settings"]
     print()

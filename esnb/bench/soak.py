@@ -24,10 +24,20 @@ import time
 
 import numpy as np
 
+from esnb.bench.flags import add_settings, chosen, given_settings
 from esnb.bench.report import write_json
+from esnb.runners.apex.config import ApeXDQNConfig
+from esnb.runners.es.config import ESConfig
 from esnb.settings import integer, number
 
 MB = 1024 * 1024
+#: the soak's ES env, not ESConfig's: a MuJoCo run, as BENCHMARKS.md's soak
+ES_ENV = "HalfCheetah-v5"
+#: the Ape-X run's env: Ape-X DQN's default
+APEX_ENV = ApeXDQNConfig.build().env
+#: the soak's Ape-X actors, fewer than ApeXDQNConfig's: a light Ape-X run beside ES (as
+#: BENCHMARKS.md's soak)
+APEX_ACTORS = 2
 
 
 def add_arguments(p) -> None:
@@ -39,10 +49,11 @@ def add_arguments(p) -> None:
                    help="seconds of samples left out of the slope (imports, first buffers)")
     p.add_argument("--workers", type=integer(1), default=None,
                    help="workers of each cluster (default: 2; with --faults: 4)")
-    p.add_argument("--es-env", default="HalfCheetah-v5", help="environment of the ES run")
-    p.add_argument("--population", type=integer(2), default=40, help="ES episodes per generation")
-    p.add_argument("--apex-env", default="CartPole-v1", help="environment of the Ape-X run")
-    p.add_argument("--apex-actors", type=integer(1), default=2, help="Ape-X actors")
+    p.add_argument("--es-env", default=ES_ENV, help="environment of the ES run")
+    add_settings(p, ESConfig, ["population"])
+    p.add_argument("--apex-env", default=APEX_ENV,
+                   help="environment of the Ape-X run (default: Ape-X DQN's, %(default)s)")
+    p.add_argument("--apex-actors", type=integer(1), default=APEX_ACTORS, help="Ape-X actors")
     p.add_argument("--no-apex", action="store_true", help="soak ES alone")
     p.add_argument("--max-slope", type=number(None), default=2.0,
                    help="MB/min above which a process counts as growing (exit code 1)")
@@ -76,32 +87,36 @@ def _workers_rss(client) -> dict[str, int]:
     return {addr: int(w.get("metrics", {}).get("memory", 0)) for addr, w in info.items()}
 
 
-def _start_apex(client, env: str, actors: int, seed: int):
+def _start_apex(client, env: str, actors: int, seed: int | None):
     from esnb.cluster import actor_resources
     from esnb.runners.apex import ApeX
 
-    runner = ApeX(env, num_actors=actors, seed=seed, client=client, eval_interval=0,
-                  replay_resources=actor_resources(client), name="soak-apex")
-    return runner.start()
+    # no evaluations: the soak watches the actors, the replay and the learner
+    cfg = ApeXDQNConfig.build(env=env, num_actors=actors, eval_interval=0,
+                              replay_resources=actor_resources(client), **chosen(seed=seed))
+    return ApeX(config=cfg, client=client, name="soak-apex").start()
 
 
 def measure(minutes: float = 10.0, interval: float = 30.0, warmup: float = 60.0,
-            workers: int = 2, es_env: str = "HalfCheetah-v5", population: int = 40,
-            apex_env: str | None = "CartPole-v1", apex_actors: int = 2, seed: int = 0,
-            progress=print) -> dict:
-    """Run the soak; returns samples, slopes and the loss checks."""
+            workers: int = 2, es_env: str = ES_ENV, population: int | None = None,
+            apex_env: str | None = APEX_ENV, apex_actors: int = APEX_ACTORS,
+            seed: int | None = None, progress=print) -> dict:
+    """Run the soak; returns samples, slopes and the loss checks. ``population`` and ``seed``
+    None: the configs'; ``apex_env`` None: no Ape-X run."""
     import psutil
 
     from esnb.cluster import make_client
     from esnb.runners.es import ES
 
+    # evaluations every 10 generations, fewer than ESConfig's default: some are soaked too
+    es_config = ESConfig.build(env=es_env, eval_interval=10,
+                               **chosen(population=population, seed=seed))
     me = psutil.Process()
     clients = {"es": make_client(workers, dashboard_address=":0", set_as_default=False,
                                  silence_logs=logging.ERROR)}
     runners = {}
     try:
-        runners["es"] = ES(es_env, population=population, seed=seed, client=clients["es"],
-                           eval_interval=10, name="soak-es").start()
+        runners["es"] = ES(config=es_config, client=clients["es"], name="soak-es").start()
         if apex_env:
             clients["apex"] = make_client(workers, dashboard_address=":0", set_as_default=False,
                                           silence_logs=logging.ERROR)
@@ -132,7 +147,7 @@ def measure(minutes: float = 10.0, interval: float = 30.0, warmup: float = 60.0,
             r.stop()
         for r in runners.values():
             r.wait(300)
-        return _report(samples, runners, warmup, population, workers)
+        return _report(samples, runners, warmup, workers)
     finally:
         for r in runners.values():
             r.stop()
@@ -146,7 +161,7 @@ def measure(minutes: float = 10.0, interval: float = 30.0, warmup: float = 60.0,
             c.close()
 
 
-def _report(samples, runners, warmup, population, workers) -> dict:
+def _report(samples, runners, warmup, workers) -> dict:
     t = np.array([s["t"] for s in samples])
     keep = t >= min(warmup, t[-1] / 2)  # short soaks: at least the second half
     out = {"minutes": float(t[-1] / 60.0), "samples": len(samples),
@@ -193,7 +208,8 @@ def run(args) -> int:
         return fault_soak.run(args)
     t_start = time.perf_counter()
     r = measure(args.minutes, args.interval, args.warmup, args.workers or 2, args.es_env,
-                args.population, None if args.no_apex else args.apex_env, args.apex_actors)
+                given_settings(args, ESConfig, ["population"]).get("population"),
+                None if args.no_apex else args.apex_env, args.apex_actors)
     print()
     print(f"soak: {r['minutes']:.1f} min, {r['samples']} samples every {args.interval:g} s, "
           f"slopes after {args.warmup:g} s of warm-up (MB/min)")
