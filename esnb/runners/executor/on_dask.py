@@ -234,19 +234,8 @@ class DaskExecutor(Executor):
     def actor(self, cls: type, *args, key: str = "esnb-actor", worker: str | None = None,
               resources: dict | None = None, avoid: Iterable[str] = (),
               timeout: float = 60.0, place: str = "first") -> ActorRef:
-        """Create ``cls(*args)`` as an actor.
-
-        Parameters
-        ----------
-        worker : str, optional
-            Address to hold it (if alive; after a loss, any live worker).
-        resources : dict, optional
-            Worker resources to ask for instead (the long-lived actor worker).
-        avoid : iterable of str
-            Addresses to keep it off while another worker is alive.
-        place : {"first", "last"}
-            Which live worker (by address) takes it otherwise.
-        """
+        """Create ``cls(*args)`` as a Dask actor on a live worker (the parameters:
+        :meth:`Executor.actor <esnb.runners.executor.protocol.Executor.actor>`)."""
         return ActorRef(self, cls, key, worker=worker, resources=resources, avoid=avoid,
                         timeout=timeout, place=place).create(*args)
 
