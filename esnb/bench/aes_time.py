@@ -43,7 +43,7 @@ def add_arguments(p) -> None:
                    help="LocalCluster workers (3 on 2 cores: oversubscribed, see the "
                         "description)")
     p.add_argument("--hidden", type=integer(1), nargs="+", default=[64, 64],
-                   help="actor and critic sizes (esnb.rl.td3.CPU_FRIENDLY; paper 400 300)")
+                   help="actor and critic sizes (esnb.rl.td3.learner.CPU_FRIENDLY; paper 400 300)")
     p.add_argument("--seed", type=integer(0), default=0, help="seed of every random draw of a run")
     p.add_argument("--json", default=None,
                    help="also write the figures to this file (default: not written)")

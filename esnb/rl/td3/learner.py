@@ -18,9 +18,9 @@ In CEM-RL and AES-RL the critic and the actors learn *separately*, as the releas
 The policy delay applies where both learn together: :meth:`CriticLearner.td3_step` (plain TD3,
 used by the tests and for reference).
 
-An actor is one flat float32 vector in :class:`~esnb.policies.spec.PolicySpec` layout, so ES
-samples, updates and ships one array and rollouts use :class:`~esnb.rl.td3_actor.NumpyTD3Actor`
-(numpy: :mod:`esnb.rl.td3_actor` never imports torch).
+An actor is one flat float32 vector in :class:`~esnb.nets.policy.PolicySpec` layout, so ES
+samples, updates and ships one array and rollouts use :class:`~esnb.rl.td3.actor.NumpyTD3Actor`
+(numpy: :mod:`esnb.rl.td3.actor` never imports torch).
 
 CPU sizes: this machine does ~270 critic updates/s at 400-300 and ~900/s at 64-64 (batch 100),
 so the demo, tests and benchmarks use :data:`CPU_FRIENDLY` (64-64 actor and critic); 400-300
@@ -41,10 +41,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from esnb.nets import MLP
+from esnb.nets.policy import PolicySpec
 from esnb.nets.torch_mlp import FlatModule, forward
-from esnb.policies.spec import PolicySpec
 from esnb.rl.optim import adam_state, load_adam_state
-from esnb.rl.td3_actor import NumpyTD3Actor, actor_mlp, actor_spec, init_actor, transition_spec
+from esnb.rl.td3.actor import NumpyTD3Actor, actor_mlp, actor_spec, init_actor, transition_spec
 
 #: network sizes used by esnb's demo, tests and benchmarks on CPUs (the paper: 400-300)
 CPU_FRIENDLY = {"actor_hidden": (64, 64), "critic_hidden": (64, 64)}
