@@ -7,10 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from esnb.rl.apex_actor import ActorConfig, ActorGroup
-from esnb.rl.dpg import DPGLearner
-from esnb.rl.dqn import DQNLearner
-from esnb.rl.nets import (
+from esnb.rl.apex.dpg import DPGLearner
+from esnb.rl.apex.dqn import DQNLearner
+from esnb.rl.apex.nets import (
     DPGSpec,
     QNetSpec,
     dpg_action,
@@ -18,8 +17,9 @@ from esnb.rl.nets import (
     dqn_td_errors,
     q_values,
 )
-from esnb.rl.nstep import NStepBuilder, apex_schedule
-from esnb.rl.torch_nets import DPGActor, DPGCritic, QNetwork
+from esnb.rl.apex.nstep import NStepBuilder, apex_schedule
+from esnb.rl.apex.torch_nets import DPGActor, DPGCritic, QNetwork
+from esnb.runners.apex.actor import ActorConfig, ActorGroup
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from esnb.rl.dqn import DQNLearner, QNetSpec
+from esnb.rl.apex.dqn import DQNLearner, QNetSpec
 from esnb.rl.optim import CenteredRMSprop
 from esnb.runners.apex.config import ApeXDPGConfig, ApeXDQNConfig
 

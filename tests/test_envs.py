@@ -3,7 +3,7 @@ import pytest
 
 from esnb.envs import FastEnv, ObsStats, make_env, run_episode
 from esnb.envs.rollout import gaussian_noise, scaled_noise, uniform_actions
-from esnb.policies import NumpyPolicy, PolicySpec, init_params
+from esnb.nets import NumpyPolicy, PolicySpec, init_params
 
 
 def test_unknown_id_names_it_and_suggests_close_ids():

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from esnb.rl.eorl import EORLLearner
-from esnb.rl.eorl_baselines import CBELearner, CEMRRLearner, HERLearner, PERLearner
-from esnb.rl.eorl_episodes import default_eps_decay
-from esnb.rl.eorl_learners import MCLearner
-from esnb.rl.mc_dqn import PopulationQNet, mc_returns, one_thread
+from esnb.rl.eorl.episodes import default_eps_decay
+from esnb.rl.eorl.mc_dqn import PopulationQNet, mc_returns, one_thread
 from esnb.runners.eorl import COLUMNS, EORL, VAN, make_runner
+from esnb.runners.eorl.baselines import CBELearner, CEMRRLearner, HERLearner, PERLearner
+from esnb.runners.eorl.evolution import EORLLearner
+from esnb.runners.eorl.learner import MCLearner
 
 
 def test_mc_returns_are_undiscounted_returns_to_go():
@@ -339,7 +339,7 @@ def test_settings_variants_and_presets():
 
 
 def test_episodes_run_on_the_one_episode_loop(monkeypatch):
-    import esnb.rl.eorl_episodes as episodes
+    import esnb.rl.eorl.episodes as episodes
 
     calls = []
     real = episodes.run_episode

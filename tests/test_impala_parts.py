@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from esnb.envs.make import env_spaces
-from esnb.rl.actor_critic import ActorCriticSpec, NumpyActor, init_actor_critic
-from esnb.rl.impala import (
+from esnb.rl.impala.actor_critic import ActorCriticSpec, NumpyActor, init_actor_critic
+from esnb.rl.impala.learner import (
     ActorCritic,
     ImpalaLearner,
     LossConfig,
@@ -17,8 +17,8 @@ from esnb.rl.impala import (
     impala_loss,
     vtrace_inputs,
 )
-from esnb.rl.unrolls import UnrollQueue
-from esnb.rl.vtrace import vtrace
+from esnb.rl.impala.unrolls import UnrollQueue
+from esnb.rl.impala.vtrace import vtrace
 from esnb.runners.impala.tasks import ActorConfig, drop_actors, impala_evaluate, impala_unrolls
 
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from esnb.policies import MLPPolicy, NumpyPolicy, PolicySpec, init_params
+from esnb.nets import MLPPolicy, NumpyPolicy, PolicySpec, init_params
 
 
 def box_spec(**kw):

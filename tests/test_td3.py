@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from esnb.rl.td3 import (
+from esnb.rl.td3.learner import (
     CriticLearner,
     NumpyTD3Actor,
     TD3Actor,

@@ -11,7 +11,7 @@ The full tables are thousands of runs, so the default is a **reduced** setting t
 under an hour on the 2-core machine: all algorithms, 3 seeds, and on GridNav sizes 8 and 12.
 ``--full`` is the paper's setting (10 seeds; GridNav sizes 8, 12, 16, 20). ``--seeds``,
 ``--sizes`` and ``--algorithms`` narrow or widen either. CER has no column of ours: it is not
-implemented (see :mod:`esnb.rl.eorl_baselines`).
+implemented (see :mod:`esnb.runners.eorl.baselines`).
 """
 
 from __future__ import annotations

@@ -92,14 +92,39 @@ class MLP:
         if shape != (self.num_params,):
             raise ValueError(f"expected {self.num_params} parameters, got shape {shape}")
 
+    def unpack(self, flat) -> list[tuple]:
+        """``[(W [out, in], b [out], activation, slope), ...]``: every layer as views of
+        ``flat`` (float32) with what follows it, as :func:`run` takes them. Unpack once per
+        vector when it is run often: a forward of a few rows is overhead-bound."""
+        layers = self.layers(flat)
+        kinds = [self.activation] * (len(layers) - 1) + [self.output]
+        return [(w, b, kind, self.slope) for (w, b), kind in zip(layers, kinds)]
+
     def forward(self, flat: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Outputs ``[batch, out]`` of a batch ``[batch, in]`` (float32, numpy)."""
-        h = np.asarray(x, dtype=np.float32).reshape(-1, self.in_dim)
-        layers = self.layers(np.asarray(flat, dtype=np.float32))
-        for k, (w, b) in enumerate(layers):
-            h = h @ w.T + b
-            activate(h, self.activation if k < len(layers) - 1 else self.output, self.slope)
-        return h
+        return run(self.unpack(np.asarray(flat, dtype=np.float32)),
+                   np.asarray(x, dtype=np.float32).reshape(-1, self.in_dim))
+
+
+def run(layers: list[tuple], x: np.ndarray) -> np.ndarray:
+    """The numpy forward of an MLP: outputs ``[batch, out]`` of ``x`` ``[batch, in]``
+    (float32) through :meth:`MLP.unpack` layers: Ape-X's and IMPALA's actors. (One observation
+    at a time, :class:`esnb.nets.numpy_policy.NumpyPolicy` computes the same function about
+    twice as fast: ES's and TD3's rollouts and EORL's acting use it.)"""
+    for w, b, kind, slope in layers:
+        x = x @ w.T + b
+        if kind != "linear":
+            activate(x, kind, slope)
+    return x
+
+
+def normalise_obs(x, mean, std, clip: float):
+    """Observation normalisation, ``clip((x - mean) / std, -clip, clip)``, of numpy arrays or
+    torch tensors alike: the torch modules (:class:`esnb.nets.torch_mlp.ObsNormModule`: ES's
+    policy, IMPALA's actor-critic) and IMPALA's numpy actors call it.
+    :class:`~esnb.nets.numpy_policy.NumpyPolicy` folds the same function into its first
+    layer."""
+    return ((x - mean) / std).clip(-clip, clip)
 
 
 def activate(h: np.ndarray, kind: str, slope: float = 0.01) -> np.ndarray:

@@ -3,6 +3,10 @@ so the learner differentiates exactly what actors compute in numpy.
 
 ``forward`` takes a flat vector ``[P]`` (one network) or a matrix ``[n, P]`` (a population
 whose members share the input: EORL), never copying parameters into modules.
+:class:`FlatModule` is a module over one such vector, :class:`ObsNormModule` one that reads
+normalised observations, and :class:`MLPPolicy` the canonical policy: the torch twin of a
+:class:`~esnb.nets.policy.PolicySpec` (whose numpy fast path is
+:class:`~esnb.nets.numpy_policy.NumpyPolicy`).
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from esnb.nets.layout import Layout
-from esnb.nets.mlp import MLP
+from esnb.nets.mlp import MLP, normalise_obs
+from esnb.nets.policy import PolicySpec
 
 
 def activate(h: torch.Tensor, kind: str, slope: float = 0.01) -> torch.Tensor:
@@ -114,3 +119,83 @@ class FlatModule(nn.Module):
             raise ValueError(f"expected {self.flat.numel()} parameters, got {flat.numel()}")
         with torch.no_grad():
             self.flat.copy_(flat)
+
+
+class ObsNormModule(FlatModule):
+    """A :class:`FlatModule` whose input is observations, normalised (once
+    :meth:`set_obs_norm` gave the statistics) as ``clip((x - mean) / std, -obs_clip,
+    obs_clip)`` (:func:`esnb.nets.mlp.normalise_obs`): ES's torch policy and IMPALA's
+    actor-critic share it. ``obs_mean`` and ``obs_std`` are buffers."""
+
+    def __init__(self, num_params: int, obs_dim: int, obs_clip: float, flat=None):
+        super().__init__(num_params, flat)
+        self.obs_clip = float(obs_clip)
+        self.register_buffer("obs_mean", torch.zeros(obs_dim))
+        self.register_buffer("obs_std", torch.ones(obs_dim))
+        self.normalise = False
+
+    def set_obs_norm(self, mean, std) -> None:
+        """Normalise observations as ``clip((obs - mean) / std, -obs_clip, obs_clip)``."""
+        self.obs_mean.copy_(torch.as_tensor(np.asarray(mean, dtype=np.float32)))
+        self.obs_std.copy_(torch.as_tensor(np.asarray(std, dtype=np.float32)))
+        self.normalise = True
+
+    def inputs(self, obs) -> torch.Tensor:
+        """``obs`` as float32, normalised if statistics were set."""
+        x = torch.as_tensor(obs).to(torch.float32)
+        if self.normalise:
+            x = normalise_obs(x, self.obs_mean, self.obs_std, self.obs_clip)
+        return x
+
+    def obs_norm(self) -> tuple:
+        """``(mean, std)`` as numpy views, or ``(None, None)`` without normalisation."""
+        if not self.normalise:
+            return None, None
+        return self.obs_mean.numpy(), self.obs_std.numpy()
+
+
+class MLPPolicy(ObsNormModule):
+    """An MLP policy whose weights and biases are views of ``self.flat``.
+
+    Parameters
+    ----------
+    spec : PolicySpec
+        Sizes, activation and action kind.
+    flat : array-like, optional
+        Initial flat parameters (copied); zeros when omitted.
+
+    Notes
+    -----
+    ``policy.flat`` is the only ``nn.Parameter``: optimisers, ES updates and checkpoints all
+    act on one vector, and :meth:`numpy_policy` runs the same function without torch.
+    """
+
+    def __init__(self, spec: PolicySpec, flat=None):
+        super().__init__(spec.num_params, spec.obs_dim, spec.obs_clip, flat)
+        self.spec = spec
+
+    def layers(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """``(weight [out, in], bias [out])`` views of ``flat`` for every layer."""
+        return self.spec.mlp.layers(self.flat)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return forward(self.spec.mlp, self.flat, self.inputs(obs))
+
+    @torch.no_grad()
+    def act(self, obs) -> np.ndarray:
+        """Actions for a batch (or one) of observations, as the numpy path computes them."""
+        y = self.forward(torch.as_tensor(np.asarray(obs)))
+        if self.spec.discrete:
+            return y.argmax(dim=-1).numpy()
+        if self.spec.high:
+            low = torch.tensor(self.spec.low, dtype=torch.float32)
+            high = torch.tensor(self.spec.high, dtype=torch.float32)
+            y = torch.maximum(torch.minimum(y, high), low)
+        return y.numpy()
+
+    def numpy_policy(self):
+        """A :class:`~esnb.nets.numpy_policy.NumpyPolicy` over the same memory (no copy of
+        the parameters)."""
+        from esnb.nets.numpy_policy import NumpyPolicy
+
+        return NumpyPolicy(self.spec, self.flat.detach().numpy(), *self.obs_norm())

@@ -1,7 +1,15 @@
-"""Reinforcement-learning mathematics (no Dask): learners, losses, targets.
+"""Reinforcement-learning mathematics (no Dask): learners, losses, targets, one package per
+algorithm. Runtimes (actor loops, training loops) are the runners' (:mod:`esnb.runners`).
 
-Modules: one per method (e.g. ``dqn.py`` for Ape-X's learner, ``vtrace.py`` for IMPALA).
-Public names are re-exported below, one import line per module.
+- :mod:`esnb.rl.apex`: Ape-X DQN and DPG (Horgan et al. 2018);
+- :mod:`esnb.rl.impala`: IMPALA and V-trace (Espeholt et al. 2018);
+- :mod:`esnb.rl.td3`: TD3 as CEM-RL and AES-RL use it (Fujimoto et al. 2018);
+- :mod:`esnb.rl.eorl`: EORL's Monte-Carlo DQN population (Khadilkar 2023);
+- shared: :mod:`esnb.rl.constants` (the learners' published constants and option names,
+  importable without torch: the configs and the CLI read them) and :mod:`esnb.rl.optim`
+  (torch optimizers and their state as flat arrays: Ape-X and TD3).
+
+Public names are re-exported below, one import line per module (numpy only).
 """
-from esnb.rl.nstep import NStepBuilder, apex_schedule  # noqa: E402,F401  (Ape-X)
-from esnb.rl.vtrace import VTraceReturns, vtrace  # noqa: E402,F401  (IMPALA)
+from esnb.rl.apex.nstep import NStepBuilder, apex_schedule  # noqa: E402,F401  (Ape-X)
+from esnb.rl.impala.vtrace import VTraceReturns, vtrace  # noqa: E402,F401  (IMPALA)

@@ -39,7 +39,7 @@ import numpy as np
 
 from esnb.aes.distribution import AsyncDistribution, PopulationControl
 from esnb.controls import ControlSnapshot
-from esnb.rl.td3_actor import init_actor
+from esnb.rl.td3.actor import init_actor
 from esnb.runners.aesrl.common import SERVICE_COUNTERS, PopulationRunner
 from esnb.runners.aesrl.config import AESRLConfig
 from esnb.runners.aesrl.critic import ChunkedCritic

@@ -33,7 +33,7 @@ import numpy as np
 from esnb.aes.sep_cem import SepCEM
 from esnb.controls import ControlSnapshot
 from esnb.replay.server import is_loss
-from esnb.rl.td3_actor import init_actor
+from esnb.rl.td3.actor import init_actor
 from esnb.runners.aesrl.common import SERVICE_COUNTERS, PopulationRunner
 from esnb.runners.aesrl.config import CEMRLConfig
 from esnb.runners.aesrl.tasks import evaluate_individual, evaluate_mean

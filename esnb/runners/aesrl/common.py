@@ -48,7 +48,7 @@ def build_setup(cfg: PopulationRLConfig):
     from gymnasium import spaces
 
     from esnb.envs.make import env_spaces
-    from esnb.rl.td3 import TD3Config, actor_spec
+    from esnb.rl.td3.learner import TD3Config, actor_spec
 
     obs_space, act_space, _ = env_spaces(cfg.env, **cfg.env_kwargs)
     if not isinstance(act_space, spaces.Box):
@@ -63,7 +63,7 @@ def build_setup(cfg: PopulationRLConfig):
 
 def replay_config(obs_dim: int, act_dim: int, capacity: int) -> dict:
     """The shared replay: uniform, ``capacity`` transitions of TD3's fields."""
-    from esnb.rl.td3_actor import transition_spec
+    from esnb.rl.td3.actor import transition_spec
 
     return {"capacity": int(capacity), "spec": transition_spec(obs_dim, act_dim),
             "prioritized": False}
@@ -74,8 +74,8 @@ class MeanActor:
     of it (a task on the runner's executor)."""
 
     def policy(self):
-        """The mean as a torch :class:`~esnb.rl.td3.TD3Actor`."""
-        from esnb.rl.td3 import TD3Actor
+        """The mean as a torch :class:`~esnb.rl.td3.learner.TD3Actor`."""
+        from esnb.rl.td3.learner import TD3Actor
 
         return TD3Actor(self.spec, self.mu)
 

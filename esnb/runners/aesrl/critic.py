@@ -2,7 +2,7 @@
 owner.
 
 - :class:`CriticServer` (the actor, plain Python) holds the
-  :class:`~esnb.rl.td3.CriticLearner`; each :meth:`CriticServer.train` call makes a chunk of
+  :class:`~esnb.rl.td3.learner.CriticLearner`; each :meth:`CriticServer.train` call makes a chunk of
   updates on batches it samples from the replay itself and returns the learner's whole state
   (weights to publish, and what is needed to recreate the critic if its worker dies).
 - :class:`Critic` (driver side) holds it through ``executor.actor(...)``: a Dask actor on a
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from esnb.policies.spec import PolicySpec
+from esnb.nets.policy import PolicySpec
 from esnb.replay.server import is_loss
 from esnb.runners.aesrl.tasks import SAMPLE_CHUNK, sample_chunks
 
@@ -46,16 +46,16 @@ class CriticServer:
     ----------
     spec : PolicySpec
     td3 : dict
-        :class:`~esnb.rl.td3.TD3Config` as a dict.
+        :class:`~esnb.rl.td3.learner.TD3Config` as a dict.
     seed : int
     state : dict of arrays, optional
-        A :meth:`~esnb.rl.td3.CriticLearner.state_dict` to continue from (after a loss).
+        A :meth:`~esnb.rl.td3.learner.CriticLearner.state_dict` to continue from (after a loss).
     """
 
     def __init__(self, spec: PolicySpec, td3: dict, seed: int = 0, state: dict | None = None):
         import torch
 
-        from esnb.rl.td3 import CriticLearner, TD3Config
+        from esnb.rl.td3.learner import CriticLearner, TD3Config
 
         torch.set_num_threads(1)
         self.learner = CriticLearner(spec, TD3Config.from_dict(td3), seed)
@@ -111,7 +111,7 @@ class Critic:
     executor : InlineExecutor or DaskExecutor
     spec : PolicySpec
     td3 : dict
-        :class:`~esnb.rl.td3.TD3Config` as a dict.
+        :class:`~esnb.rl.td3.learner.TD3Config` as a dict.
     seed : int
         Seed of the first server (a recreated one adds its generation).
     avoid : iterable of str

@@ -32,7 +32,7 @@ from esnb.envs.rollout import (
     scaled_noise,
     uniform_actions,
 )
-from esnb.policies.spec import PolicySpec
+from esnb.nets.policy import PolicySpec
 from esnb.replay.server import is_loss, replaced_check, wait_result
 from esnb.runners.executor import attach
 
@@ -50,9 +50,9 @@ class TaskConfig:
     ----------
     env_id : str
     spec : PolicySpec
-        The actor's layout (:func:`esnb.rl.td3_actor.actor_spec`).
+        The actor's layout (:func:`esnb.rl.td3.actor.actor_spec`).
     td3 : tuple of (key, value)
-        :class:`~esnb.rl.td3.TD3Config` fields as a hashable tuple.
+        :class:`~esnb.rl.td3.learner.TD3Config` fields as a hashable tuple.
     max_episode_steps : int, optional
     env_kwargs : tuple of (key, value)
     sample_chunk : int
@@ -75,7 +75,7 @@ class TaskConfig:
         return int(dict(self.td3)["batch_size"])
 
     def td3_config(self):
-        from esnb.rl.td3 import TD3Config
+        from esnb.rl.td3.learner import TD3Config
 
         return TD3Config.from_dict(dict(self.td3))
 
@@ -104,7 +104,7 @@ def episode(cfg: TaskConfig, actor_flat: np.ndarray, seed: int, a_noise: float,
     ``random_actions`` draws them uniformly instead. Both draw from a generator seeded by the
     episode's seed.
     """
-    from esnb.rl.td3_actor import NumpyTD3Actor
+    from esnb.rl.td3.actor import NumpyTD3Actor
 
     actor = NumpyTD3Actor(cfg.spec, actor_flat)  # act() returns a fresh array: noise adds in place
     rng = np.random.default_rng([int(seed), 7])
@@ -123,7 +123,7 @@ def _train_rl(cfg: TaskConfig, z: np.ndarray, replay, rl_steps: int,
     """An RL individual's actor after ``rl_steps`` Adam steps against the published critic."""
     import torch
 
-    from esnb.rl.td3 import critic_from_flat, train_actor
+    from esnb.rl.td3.learner import critic_from_flat, train_actor
 
     torch.set_num_threads(1)  # on a driver running CEM-RL serial too (measured ~10x)
     td3 = cfg.td3_config()

@@ -1,6 +1,8 @@
 """Ape-X DQN and DPG (Horgan et al. 2018): the runner (:mod:`.runner`), its settings
-(:mod:`.config`), the actor loops (:mod:`.tasks`), the replay and loops they share
-(:mod:`.backend`) and the history row (:mod:`.metrics`)."""
+(:mod:`.config`), the actors' runtime (:mod:`.actor`: groups of environments acting with
+local copies of the network), the actor loops (:mod:`.tasks`), the replay and loops they share
+(:mod:`.backend`), the learner's loop (:mod:`.learner`) and the history row
+(:mod:`.metrics`). The maths (networks, learners, n-step targets) is :mod:`esnb.rl.apex`."""
 
 from esnb.lazy import lazy_names
 from esnb.runners.registry import Algorithm, Budget

@@ -25,7 +25,7 @@ import numpy as np
 
 from esnb.cluster import ACTOR_RESOURCE
 from esnb.replay.server import is_loss
-from esnb.rl.apex_actor import ActorConfig
+from esnb.runners.apex.actor import ActorConfig
 from esnb.runners.apex.tasks import LoopSettings, PublishedParams, actor_loop
 from esnb.runners.replay_service import ReplayService
 

@@ -16,9 +16,9 @@ from collections.abc import Callable
 import numpy as np
 
 from esnb.controls import ControlSnapshot
-from esnb.rl.dpg import DPGLearner
-from esnb.rl.dqn import DQNLearner
-from esnb.rl.nets import DPGSpec, QNetSpec, transition_spec
+from esnb.rl.apex.dpg import DPGLearner
+from esnb.rl.apex.dqn import DQNLearner
+from esnb.rl.apex.nets import DPGSpec, QNetSpec, transition_spec
 
 
 def build_dqn(cfg, obs_dim: int, act_space, seed: int):

@@ -44,7 +44,7 @@ from esnb.envs.rollout import cached_env
 from esnb.record import restore_rng
 from esnb.replay.config import check_config
 from esnb.replay.server import ReplayLost
-from esnb.rl.apex_actor import ActorConfig, greedy_policy, greedy_returns
+from esnb.runners.apex.actor import ActorConfig, greedy_policy, greedy_returns
 from esnb.runners.apex.backend import ApeXBackend
 from esnb.runners.apex.config import ApeXDPGConfig, ApeXDQNConfig
 from esnb.runners.apex.learner import ChunkLearner, build_dpg, build_dqn

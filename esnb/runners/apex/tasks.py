@@ -3,7 +3,7 @@
 Horgan et al. 2018, "Distributed Prioritized Experience Replay", Algorithm 1. On a cluster a
 loop is one long-running (seceded) task on a worker; inline, the runner advances it one pass
 per ``executor.turn()``, before each learner chunk. It steps an
-:class:`~esnb.rl.apex_actor.ActorGroup` and feeds the replay, and talks to the rest of the run
+:class:`~esnb.runners.apex.actor.ActorGroup` and feeds the replay, and talks to the rest of the run
 through two executor channels, which live on the scheduler and so survive the loss of any
 worker:
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from esnb.replay.server import is_loss, wait_result
-from esnb.rl.apex_actor import ActorConfig, ActorGroup
+from esnb.runners.apex.actor import ActorConfig, ActorGroup
 from esnb.runners.executor import attach
 
 log = logging.getLogger("esnb.apex")

@@ -1,7 +1,10 @@
-"""EORL (Khadilkar 2023) and its baselines: the runners (:mod:`.runner`), their settings
+"""EORL (Khadilkar 2023) and its baselines: the training loop (:mod:`.learner`: Monte-Carlo
+DQNs sharing one buffer, one episode per call; EORL's population step in :mod:`.evolution`,
+the baselines' rules in :mod:`.baselines`), the runners (:mod:`.runner`), their settings
 (:mod:`.config`), the worker-side run of a table entry (:mod:`.tasks`), tables of runs
 (:mod:`.table`), the table's column names (:mod:`.columns`) and ``esnb train eorl``'s own
-flags (:mod:`.command`)."""
+flags (:mod:`.command`). The maths (the Q-network population, episodes and samples) is
+:mod:`esnb.rl.eorl`."""
 
 from esnb.lazy import lazy_names
 from esnb.runners.registry import Algorithm, Budget

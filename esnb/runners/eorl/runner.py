@@ -1,14 +1,15 @@
 """``esnb.EORL`` and its baselines as runners: one episode per iteration, live controls.
 
 EORL (Khadilkar 2023): a population of Monte-Carlo DQNs sharing one replay buffer, with
-crossover and mutation between them (:mod:`esnb.rl.eorl`, :mod:`esnb.evo`). The baselines of
-the paper's tables, on the same network, buffer and budget, are :class:`VAN`, :class:`PER`,
-:class:`HER`, :class:`CBE` and :class:`CEMRLRoundRobin` (:mod:`esnb.rl.eorl_baselines`); CER
-is not implemented.
+crossover and mutation between them (:mod:`esnb.runners.eorl.evolution`, :mod:`esnb.evo`).
+The baselines of the paper's tables, on the same network, buffer and budget, are
+:class:`VAN`, :class:`PER`, :class:`HER`, :class:`CBE` and :class:`CEMRLRoundRobin`
+(:mod:`esnb.runners.eorl.baselines`); CER is not implemented.
 
 One iteration (:meth:`EpisodeRunner._iteration`) is one episode of the learner, top to bottom:
 choose the member, run the episode (on :func:`esnb.envs.rollout.run_episode`), store it, train
-every member, evolve (EORL), decay epsilon (:meth:`esnb.rl.eorl_learners.MCLearner.run_episode`);
+every member, evolve (EORL), decay epsilon
+(:meth:`esnb.runners.eorl.learner.MCLearner.run_episode`);
 the row adds the mean return of the last 100 episodes.
 
 A single run is one process's work: per episode the whole population trains in one batched
@@ -29,10 +30,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from esnb.controls import ControlSnapshot
-from esnb.rl.eorl import EORLLearner
-from esnb.rl.eorl_baselines import CBELearner, CEMRRLearner, HERLearner, PERLearner
-from esnb.rl.eorl_learners import MCLearner
 from esnb.runners.base import Runner
+from esnb.runners.eorl.baselines import CBELearner, CEMRRLearner, HERLearner, PERLearner
 from esnb.runners.eorl.columns import COLUMNS
 from esnb.runners.eorl.config import (
     CBEConfig,
@@ -42,10 +41,12 @@ from esnb.runners.eorl.config import (
     HERConfig,
     PERConfig,
 )
+from esnb.runners.eorl.evolution import EORLLearner
+from esnb.runners.eorl.learner import MCLearner
 
 
 class EpisodeRunner(Runner):
-    """A Monte-Carlo DQN learner (:class:`~esnb.rl.eorl_learners.MCLearner`) as a runner.
+    """A Monte-Carlo DQN learner (:class:`~esnb.runners.eorl.learner.MCLearner`) as a runner.
 
     Subclasses name their learner and settings. Each iteration is one episode; the history row
     has the episode's return, its mean over the last 100 episodes, epsilon, the loss and

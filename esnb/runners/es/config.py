@@ -8,7 +8,7 @@ from typing import Any
 
 from esnb.es.iw import NORMALIZATIONS
 from esnb.es.shaping import SHAPINGS
-from esnb.policies.spec import ACTIVATIONS
+from esnb.nets.policy import ACTIVATIONS
 from esnb.settings import EnvSettings, setting
 
 #: OpenAI's released code samples perturbations from a table of 250M float32 entries (1 GB)

@@ -35,6 +35,7 @@ from esnb.controls import ControlSnapshot
 from esnb.envs.make import env_spaces
 from esnb.envs.obs_stats import ObsStats
 from esnb.es.openai_es import OpenAIES, Step
+from esnb.nets.policy import PolicySpec, init_params
 from esnb.noise import (
     DEFAULT_SEED,
     DEFAULT_SIZE,
@@ -42,7 +43,6 @@ from esnb.noise import (
     drop_noise_table,
     get_noise_table,
 )
-from esnb.policies.spec import PolicySpec, init_params
 from esnb.runners.base import Runner
 from esnb.runners.es.config import ESConfig
 from esnb.runners.es.dispatch import Generations, sync_state
@@ -152,8 +152,8 @@ class ES(Runner):
         return self.es.theta.copy()
 
     def policy(self):
-        """The current mean policy as the canonical torch :class:`~esnb.policies.MLPPolicy`."""
-        from esnb.policies.torch_mlp import MLPPolicy
+        """The current mean policy as the canonical torch :class:`~esnb.nets.MLPPolicy`."""
+        from esnb.nets.torch_mlp import MLPPolicy
 
         pol = MLPPolicy(self.spec, self.es.theta)
         if self.config.obs_norm:

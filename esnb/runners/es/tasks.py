@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from esnb.envs.rollout import FastEnv, cached_env, gaussian_noise, run_episode
+from esnb.nets.numpy_policy import NumpyPolicy
+from esnb.nets.policy import PolicySpec
 from esnb.noise import NoiseConfig, get_noise_table
-from esnb.policies.numpy_mlp import NumpyPolicy
-from esnb.policies.spec import PolicySpec
 from esnb.runners.es import host_theta
 from esnb.runners.es.replica import Sync, Update, replica_for
 

@@ -16,7 +16,8 @@ bottom:
    queued, wait for the first task to end only while fewer than B unrolls of length T are
    queued;
 3. take the oldest B unrolls, record their policy lag (learner version - behaviour version),
-   one V-trace learner step (:class:`esnb.rl.impala.ImpalaLearner`), publish the new version;
+   one V-trace learner step (:class:`esnb.rl.impala.learner.ImpalaLearner`), publish the new
+   version;
 4. every ``eval_interval`` learner steps, greedy episodes of the newest parameters
    (:class:`~.evaluation.Evaluations`; on a cluster the result lands in a later row);
 5. the history row: returns of episodes actors finished, frames/s, learner updates/s, lag
@@ -39,9 +40,9 @@ import numpy as np
 
 from esnb.controls import ControlSnapshot
 from esnb.envs.make import env_spaces
-from esnb.rl.actor_critic import ActorCriticSpec, init_actor_critic
-from esnb.rl.impala import ImpalaLearner, LossConfig
-from esnb.rl.unrolls import UnrollQueue
+from esnb.rl.impala.actor_critic import ActorCriticSpec, init_actor_critic
+from esnb.rl.impala.learner import ImpalaLearner, LossConfig
+from esnb.rl.impala.unrolls import UnrollQueue
 from esnb.runners.base import Runner
 from esnb.runners.executor import make_executor
 from esnb.runners.impala.config import ImpalaConfig

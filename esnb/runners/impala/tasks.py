@@ -2,7 +2,7 @@
 greedy evaluation (run on Dask workers, or inline in the driver).
 
 An *actor* is a slot: ``envs_per_actor`` environments stepped in lockstep with one batched
-numpy forward per step (:class:`~esnb.rl.actor_critic.NumpyActor`). Its state (environments,
+numpy forward per step (:class:`~esnb.rl.impala.actor_critic.NumpyActor`). Its state (environments,
 current observations, episode counters, random generator) lives on the worker in a
 module-level table keyed by ``(run, slot)``, so episodes continue from one task to the next.
 A task runs ``segments`` consecutive unroll segments of T steps with the parameters it was
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from esnb.envs.rollout import FastEnv, cached_env, run_episode
-from esnb.rl.actor_critic import ActorCriticSpec, NumpyActor
+from esnb.rl.impala.actor_critic import ActorCriticSpec, NumpyActor
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def impala_unrolls(cfg: ActorConfig, payload: dict, slot: int, task: int, segmen
     cfg : ActorConfig
     payload : dict
         ``version``, ``params`` (actor parameters), ``obs_mean``, ``obs_std`` (or None), as
-        :meth:`esnb.rl.impala.ImpalaLearner.actor_payload` makes them.
+        :meth:`esnb.rl.impala.learner.ImpalaLearner.actor_payload` makes them.
     slot, task : int
         The actor and its task counter (seeds a fresh state).
     segments, unroll_length : int

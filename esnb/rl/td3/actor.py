@@ -1,9 +1,9 @@
 """The TD3 actor's numpy side (no torch): layout, initialisation, the rollout forward pass,
-and the replay's transition fields. :mod:`esnb.rl.td3` has the torch side.
+and the replay's transition fields. :mod:`esnb.rl.td3.learner` has the torch side.
 
 The actor is an :class:`~esnb.nets.MLP` with a tanh output (:func:`actor_mlp`) whose values are
 then mapped into the bounds, ``mid + half * tanh(...)``; its flat vector is laid out as the
-MLP's (and as its :class:`~esnb.policies.spec.PolicySpec`'s, which carries the bounds).
+MLP's (and as its :class:`~esnb.nets.policy.PolicySpec`'s, which carries the bounds).
 
 Pourchot and Sigaud 2019 (CEM-RL) / Lee et al. 2020 (AES-RL): the actor is a tanh MLP whose
 output is squashed by tanh into the action bounds; CEM-RL's initial mean is a torch
@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from esnb.nets import MLP, init_fan_in
-from esnb.policies.numpy_mlp import NumpyPolicy
-from esnb.policies.spec import PolicySpec
+from esnb.nets.numpy_policy import NumpyPolicy
+from esnb.nets.policy import PolicySpec
 
 
 def transition_spec(obs_dim: int, act_dim: int) -> dict:
@@ -27,7 +27,7 @@ def transition_spec(obs_dim: int, act_dim: int) -> dict:
 
 def actor_spec(obs_dim: int, act_dim: int, low, high, hidden=(400, 300)) -> PolicySpec:
     """The actor's layout: a tanh MLP (its output squashed into the bounds by
-    :class:`NumpyTD3Actor` / :class:`esnb.rl.td3.TD3Actor`)."""
+    :class:`NumpyTD3Actor` / :class:`esnb.rl.td3.learner.TD3Actor`)."""
     low = tuple(float(x) for x in np.ravel(low))
     high = tuple(float(x) for x in np.ravel(high))
     if len(low) != act_dim or not all(np.isfinite(low + high)) or any(

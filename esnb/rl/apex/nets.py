@@ -1,6 +1,6 @@
 """Networks of Ape-X (Horgan et al. 2018): a dueling Q-network (DQN) and the DPG actor and
 critic, as :class:`~esnb.nets.Layout` s of :class:`~esnb.nets.MLP` s over one flat float32
-vector: the learner's torch modules (:mod:`esnb.rl.torch_nets`) differentiate it, actors read
+vector: the learner's torch modules (:mod:`esnb.rl.apex.torch_nets`) differentiate it, actors read
 it back in numpy (no torch), and it is what the learner publishes and checkpoints.
 
 Dueling architecture: Wang et al. 2016, "Dueling Network Architectures for Deep RL":
@@ -15,7 +15,7 @@ from functools import cached_property
 import numpy as np
 
 from esnb.nets import MLP, Layout
-from esnb.nets.mlp import activate
+from esnb.nets.mlp import run
 
 ACTIVATIONS = ("relu", "tanh")
 
@@ -143,27 +143,12 @@ class DPGSpec:
 
 # -- numpy forward passes (actors) -----------------------------------------------------------
 def unpack(spec: QNetSpec | DPGSpec, flat) -> dict[str, list[tuple]]:
-    """``{part: [(W, b, activation, slope), ...]}``: every part's layers as views of a
-    published vector ``flat`` (float32), each with what follows it. The forwards below take
-    these or ``flat`` itself; an actor unpacks once per published vector (a forward of a few
-    observations is overhead-bound: ~15 us from unpacked layers, ~30 us through
-    ``MLP.forward`` on the parts of ``flat``)."""
+    """``{part: layers}``: every part's :meth:`esnb.nets.MLP.unpack` (views of a published
+    vector ``flat``, float32). The forwards below take these or ``flat`` itself; an actor
+    unpacks once per published vector (a forward of a few observations is overhead-bound:
+    ~15 us from unpacked layers, ~30 us through ``MLP.forward`` on the parts of ``flat``)."""
     parts = spec.layout.split(np.asarray(flat, dtype=np.float32))
-    out = {}
-    for name, mlp in spec.layout.parts:
-        layers = mlp.layers(parts[name])
-        kinds = [mlp.activation] * (len(layers) - 1) + [mlp.output]
-        out[name] = [(w, b, kind, mlp.slope) for (w, b), kind in zip(layers, kinds)]
-    return out
-
-
-def _run(layers: list[tuple], x: np.ndarray) -> np.ndarray:
-    """``MLP.forward`` over a part's unpacked layers."""
-    for w, b, kind, slope in layers:
-        x = x @ w.T + b
-        if kind != "linear":
-            activate(x, kind, slope)
-    return x
+    return {name: mlp.unpack(parts[name]) for name, mlp in spec.layout.parts}
 
 
 def _unpacked(spec, params) -> dict[str, list[tuple]]:
@@ -174,11 +159,11 @@ def q_values(spec: QNetSpec, params, obs: np.ndarray) -> np.ndarray:
     """Q-values ``[batch, n_actions]`` of a batch of observations (float32); ``params``: the
     flat vector or :func:`unpack` of it."""
     params = _unpacked(spec, params)
-    h = _run(params["torso"], np.asarray(obs, dtype=np.float32).reshape(-1, spec.obs_dim))
+    h = run(params["torso"], np.asarray(obs, dtype=np.float32).reshape(-1, spec.obs_dim))
     if not spec.dueling:
-        return _run(params["head"], h)
-    v = _run(params["value"], h)
-    a = _run(params["advantage"], h)
+        return run(params["head"], h)
+    v = run(params["value"], h)
+    a = run(params["advantage"], h)
     return v + a - a.mean(axis=1, keepdims=True)
 
 
@@ -186,7 +171,7 @@ def dpg_action(spec: DPGSpec, params, obs: np.ndarray) -> np.ndarray:
     """Deterministic actions ``[batch, act_dim]`` of the DPG actor (numpy, float32);
     ``params``: the published ``[actor | critic]`` vector or :func:`unpack` of it."""
     x = np.asarray(obs, dtype=np.float32).reshape(-1, spec.obs_dim)
-    y = _run(_unpacked(spec, params)["actor"], x)
+    y = run(_unpacked(spec, params)["actor"], x)
     low = np.asarray(spec.low, dtype=np.float32)
     high = np.asarray(spec.high, dtype=np.float32)
     return low + (y + 1.0) * (0.5 * (high - low))
@@ -197,8 +182,8 @@ def dpg_q(spec: DPGSpec, params, obs: np.ndarray, action: np.ndarray) -> np.ndar
     params = _unpacked(spec, params)
     x = np.asarray(obs, dtype=np.float32).reshape(-1, spec.obs_dim)
     a = np.asarray(action, dtype=np.float32).reshape(-1, spec.act_dim)
-    h = _run(params["critic_in"], x)
-    return _run(params["critic_out"], np.concatenate([h, a], axis=1))[:, 0]
+    h = run(params["critic_in"], x)
+    return run(params["critic_out"], np.concatenate([h, a], axis=1))[:, 0]
 
 
 # -- transitions and initial priorities (actors; numpy only) ----------------------------------

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from esnb.rl.actor_critic import ActorCriticSpec
+from esnb.rl.impala.actor_critic import ActorCriticSpec
 
 
 @dataclass

@@ -5,13 +5,19 @@ On this machine a 2x64 MLP forward costs ~27 us in torch and ~5 us in numpy (flo
 allocated once per policy; a step only calls numpy ufuncs with ``out=``. Biases ride in the
 weight matrices (each layer's input carries a trailing constant 1), which saves one ufunc call
 per layer.
+
+It is the one specialised numpy forward kept beside :func:`esnb.nets.mlp.run` (batches):
+one observation at a time it is about twice as fast (measured ~11 us against ~25 us for a
+normalised 17-64-64-6 tanh MLP), and ES's and TD3's rollouts (and the ES benchmarks) and
+EORL's greedy actions step through it. Its observation normalisation is
+:func:`esnb.nets.mlp.normalise_obs` folded into the first layer.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from esnb.policies.spec import PolicySpec
+from esnb.nets.policy import PolicySpec
 
 
 class NumpyPolicy:

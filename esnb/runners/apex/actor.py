@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from esnb.envs.rollout import FastEnv, run_episode
-from esnb.rl.nets import (
+from esnb.rl.apex.nets import (
     DPGSpec,
     QNetSpec,
     dpg_action,
@@ -30,7 +30,7 @@ from esnb.rl.nets import (
     q_values,
     unpack,
 )
-from esnb.rl.nstep import NStepBuilder, apex_schedule
+from esnb.rl.apex.nstep import NStepBuilder, apex_schedule
 
 VARIANTS = ("dqn", "dpg")
 

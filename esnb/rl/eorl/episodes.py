@@ -49,7 +49,7 @@ class StateIndex:
     """The distinct network inputs of a run, numbered in order of first sight.
 
     EORL's environments have few distinct observations, so the buffer stores a state's number
-    and training runs the networks once per distinct state (see :mod:`esnb.rl.mc_dqn`).
+    and training runs the networks once per distinct state (see :mod:`esnb.rl.eorl.mc_dqn`).
     """
 
     def __init__(self, dim: int):
@@ -125,21 +125,23 @@ class Sample:
                       None if self.ids is None else self.ids[idx])
 
 
-def epsilon_greedy(layers: list[tuple[np.ndarray, np.ndarray]], features,
+def epsilon_greedy(policy, features,
                    states: StateIndex | None, epsilon: float, rng: np.random.Generator,
                    limit: int, n_actions: int):
     """An act function for one episode, and the list it fills with the state numbers acted on.
 
     The per-step draws are made up front (``limit`` uniforms, then ``limit`` random actions:
     a fixed use of ``rng`` per episode, no per-step call cost); at step ``t`` the action is
-    random when ``u[t] < epsilon``, else greedy under the member's ``layers``
-    (:meth:`~esnb.rl.mc_dqn.PopulationQNet.member_numpy`; computed once per distinct state).
+    random when ``u[t] < epsilon``, else the member's greedy action ``policy.act(x)``
+    (:meth:`~esnb.rl.eorl.mc_dqn.PopulationQNet.member_numpy`, esnb's one-observation numpy
+    forward; computed once per distinct state).
     With ``states=None`` (evaluation) states are not numbered (the list gets -1).
     """
     u = rng.random(limit)
     random_actions = rng.integers(0, n_actions, size=limit)
     greedy: dict = {}
     sids: list[int] = []
+    greedy_action = policy.act
 
     def act(obs):
         t = len(sids)
@@ -154,7 +156,7 @@ def epsilon_greedy(layers: list[tuple[np.ndarray, np.ndarray]], features,
             return int(random_actions[t])
         a = greedy.get(sid)
         if a is None:
-            a = greedy[sid] = greedy_action(layers, x)
+            a = greedy[sid] = greedy_action(x)
         return a
 
     return act, sids
@@ -169,18 +171,3 @@ def play(env: FastEnv, act, sids: list[int], env_seed: int) -> Episode:
     return Episode(np.concatenate([tr["obs"], tr["next_obs"][-1:]]),
                    np.asarray(sids, dtype=np.int64), tr["action"].astype(np.int64),
                    tr["reward"], ep.terminated, ep.truncated)
-
-
-def greedy_action(layers: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> int:
-    """argmax_a Q(x, a) of one member given its ``[(W [out, in], b), ...]``
-    (:meth:`PopulationQNet.member_numpy`; first maximum on ties, as ``argmax``).
-
-    One observation at a time, so a loop over the layer views rather than
-    :meth:`esnb.nets.MLP.forward` (a batch API, several times the per-call cost here)."""
-    h = x
-    last = len(layers) - 1
-    for k, (w, b) in enumerate(layers):
-        h = w @ h + b
-        if k < last:
-            h = np.maximum(h, 0.0)
-    return int(np.argmax(h))

@@ -18,9 +18,9 @@ In CEM-RL and AES-RL the critic and the actors learn *separately*, as the releas
 The policy delay applies where both learn together: :meth:`CriticLearner.td3_step` (plain TD3,
 used by the tests and for reference).
 
-An actor is one flat float32 vector in :class:`~esnb.policies.spec.PolicySpec` layout, so ES
-samples, updates and ships one array and rollouts use :class:`~esnb.rl.td3_actor.NumpyTD3Actor`
-(numpy: :mod:`esnb.rl.td3_actor` never imports torch).
+An actor is one flat float32 vector in :class:`~esnb.nets.policy.PolicySpec` layout, so ES
+samples, updates and ships one array and rollouts use :class:`~esnb.rl.td3.actor.NumpyTD3Actor`
+(numpy: :mod:`esnb.rl.td3.actor` never imports torch).
 
 :class:`TD3Config` has no defaults: the runners' settings (``esnb.runners.aesrl.config``) own
 them, and :meth:`TD3Config.of` reads its fields from them by name. CPU sizes: this machine does
@@ -42,10 +42,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from esnb.nets import MLP
+from esnb.nets.policy import PolicySpec
 from esnb.nets.torch_mlp import FlatModule, forward
-from esnb.policies.spec import PolicySpec
 from esnb.rl.optim import adam_state, load_adam_state
-from esnb.rl.td3_actor import NumpyTD3Actor, actor_mlp, actor_spec, init_actor, transition_spec
+from esnb.rl.td3.actor import NumpyTD3Actor, actor_mlp, actor_spec, init_actor, transition_spec
 
 #: TD3's constants that no esnb runner varies (Fujimoto et al. 2018; torch's leaky ReLU slope)
 FIXED = {"policy_delay": 2, "leaky_slope": 0.01}

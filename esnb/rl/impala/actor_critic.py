@@ -18,7 +18,7 @@ statistics the learner publishes with the parameters.
 
 Actors step with :class:`NumpyActor` (a batched numpy forward over all of an actor's
 environments: DESIGN measures torch at ~5x numpy's cost per small forward); the learner
-computes the same function in torch (:mod:`esnb.rl.impala_loss`). This module imports numpy
+computes the same function in torch (:mod:`esnb.rl.impala.learner`). This module imports numpy
 only, so actor workers never load torch.
 """
 
@@ -31,8 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from esnb.nets import Layout, init_normc
-from esnb.nets.mlp import activate
-from esnb.policies.spec import PolicySpec
+from esnb.nets.mlp import normalise_obs, run
+from esnb.nets.policy import PolicySpec
 
 #: log-stds are clamped to this range (actor and learner alike) so exp() stays finite
 LOG_STD_RANGE = (-5.0, 2.0)
@@ -141,16 +141,13 @@ class NumpyActor:
 
     def __init__(self, spec: ActorCriticSpec, actor_params: np.ndarray, obs_mean=None,
                  obs_std=None):
-        p = np.asarray(actor_params, dtype=np.float32)
+        p = np.array(actor_params, dtype=np.float32)  # a copy: the layers are views of it
         n = spec.actor_layout.num_params
         if p.shape != (n,):
             raise ValueError(f"actor parameters must have shape ({n},), got {p.shape}")
         self.spec = spec
         parts = spec.actor_layout.split(p)
-        # transposed weights [in, out] so a batch is x @ W (one np.dot per layer)
-        self._layers = [(np.ascontiguousarray(w.T), b.copy())
-                        for w, b in spec.policy.mlp.layers(parts["policy"])]
-        self._activation = spec.policy.activation
+        self._layers = spec.policy.mlp.unpack(parts["policy"])
         self._mean = None if obs_mean is None else np.asarray(obs_mean, np.float32)
         self._std = None if obs_std is None else np.asarray(obs_std, np.float32)
         self._clip = float(spec.policy.obs_clip)
@@ -166,14 +163,8 @@ class NumpyActor:
         """Logits (discrete) or Gaussian means for a batch ``[E, obs_dim]`` (float32)."""
         x = np.asarray(obs, dtype=np.float32).reshape(len(obs), -1)
         if self._mean is not None:
-            x = np.clip((x - self._mean) / self._std, -self._clip, self._clip)
-        last = len(self._layers) - 1
-        for k, (w, b) in enumerate(self._layers):
-            x = np.dot(x, w)
-            x += b
-            if k < last:
-                activate(x, self._activation)
-        return x
+            x = normalise_obs(x, self._mean, self._std, self._clip)
+        return run(self._layers, x)
 
     def sample(self, obs: np.ndarray, rng: np.random.Generator):
         """Draw one action per row from ``rng``.

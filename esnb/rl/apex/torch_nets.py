@@ -1,4 +1,4 @@
-"""Torch twins of :mod:`esnb.rl.nets`: each network is a :class:`~esnb.nets.FlatModule`
+"""Torch twins of :mod:`esnb.rl.apex.nets`: each network is a :class:`~esnb.nets.FlatModule`
 (one flat parameter, ``params()``/``load(flat)``) whose forward is
 :func:`esnb.nets.torch_mlp.forward` over views of its spec's layout, so the learner
 differentiates exactly the vector the numpy forwards read.
@@ -15,7 +15,7 @@ import torch
 
 from esnb.nets import Layout, torch_mlp
 from esnb.nets.torch_mlp import FlatModule
-from esnb.rl.nets import DPGSpec, QNetSpec
+from esnb.rl.apex.nets import DPGSpec, QNetSpec
 
 #: DDPG's bound of the output layers' initial weights and biases
 DPG_LAST_BOUND = 3e-3
@@ -31,7 +31,7 @@ def _init(layout: Layout, generator: torch.Generator, last_bound: dict | None = 
 
 
 class QNetwork(FlatModule):
-    """Dueling (or plain) Q-network of a :class:`~esnb.rl.nets.QNetSpec`."""
+    """Dueling (or plain) Q-network of a :class:`~esnb.rl.apex.nets.QNetSpec`."""
 
     def __init__(self, spec: QNetSpec, generator: torch.Generator):
         super().__init__(spec.num_params, _init(spec.layout, generator))

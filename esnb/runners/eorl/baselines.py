@@ -1,10 +1,10 @@
 """The baselines of Khadilkar 2023 (EORL, section 4.1), on EORL's network, buffer and budget.
 
-Every baseline is a :class:`~esnb.rl.eorl_learners.MCLearner`: the same Monte-Carlo DQN
+Every baseline is a :class:`~esnb.runners.eorl.learner.MCLearner`: the same Monte-Carlo DQN
 (``32 -> 8``, ReLU, lr 0.01), buffer of ``100 x timeout`` transitions, samples of
 ``min(4096, size)`` and 2 passes per episode, epsilon decaying per episode.
 
-- **VAN** (:class:`~esnb.rl.eorl_learners.MCLearner` with ``n = 1``): one DQN (Mnih et al.
+- **VAN** (:class:`~esnb.runners.eorl.learner.MCLearner` with ``n = 1``): one DQN (Mnih et al.
   2015, with the paper's Monte-Carlo targets).
 - **PER** (:class:`PERLearner`): prioritised replay (Schaul et al. 2016), ``alpha = 0.6``,
   ``beta`` annealed linearly from 0.4 to 1 over the planned episodes; a sample is drawn with
@@ -55,9 +55,9 @@ from esnb.rl.constants import (
     PER_BETA0,
     PER_EPS,
 )
-from esnb.rl.eorl_episodes import Episode, Sample, positive_int
-from esnb.rl.eorl_learners import MCLearner
-from esnb.rl.mc_dqn import mc_returns
+from esnb.rl.eorl.episodes import Episode, Sample, positive_int
+from esnb.rl.eorl.mc_dqn import mc_returns
+from esnb.runners.eorl.learner import MCLearner
 
 
 class PERLearner(MCLearner):
@@ -71,7 +71,7 @@ class PERLearner(MCLearner):
         Importance-sampling exponent at the first episode, annealed linearly to 1 at the last
         planned one (0.4).
     **kwargs
-        As :class:`~esnb.rl.eorl_learners.MCLearner` (``n`` is 1).
+        As :class:`~esnb.runners.eorl.learner.MCLearner` (``n`` is 1).
     """
 
     algorithm = "PER"
@@ -124,7 +124,7 @@ class HERLearner(MCLearner):
     goal_buffer : int
         Terminal states kept (the 8 best episodes').
     **kwargs
-        As :class:`~esnb.rl.eorl_learners.MCLearner` (``n`` is 1).
+        As :class:`~esnb.runners.eorl.learner.MCLearner` (``n`` is 1).
     """
 
     algorithm = "HER"
@@ -249,7 +249,7 @@ class CEMRRLearner(MCLearner):
     noise : float
         Variance of the Gaussian noise added to the elite a new policy is drawn from (1e-3).
     **kwargs
-        As :class:`~esnb.rl.eorl_learners.MCLearner`.
+        As :class:`~esnb.runners.eorl.learner.MCLearner`.
     """
 
     algorithm = "CEM-RL"

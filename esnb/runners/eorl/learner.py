@@ -3,21 +3,23 @@ its baselines.
 
 Algorithm 1 of the paper, one call of :meth:`MCLearner.run_episode` per episode:
 
-1. choose the policy of the episode (:class:`esnb.rl.eorl.EORLLearner`: epsilon-greedily over
-   the fitness values, a fresh child first; the baselines: their own rule);
+1. choose the policy of the episode (:class:`esnb.runners.eorl.evolution.EORLLearner`:
+   epsilon-greedily over the fitness values, a fresh child first; the baselines: their own
+   rule);
 2. run one episode with that policy, epsilon-greedy over its Q-values, on esnb's one episode
-   loop (:mod:`esnb.rl.eorl_episodes`);
+   loop (:mod:`esnb.rl.eorl.episodes`);
 3. add its transitions, with their Monte-Carlo returns, to the shared FIFO buffer
    (:class:`esnb.replay.ReplayBuffer`, ``100 x timeout`` transitions);
 4. train **every** policy on its own independently drawn sample of ``min(4096, size)``
-   transitions (without replacement), 2 full-batch passes each (:mod:`esnb.rl.mc_dqn`);
+   transitions (without replacement), 2 full-batch passes each (:mod:`esnb.rl.eorl.mc_dqn`);
 5. update the fitness of the policy that ran and maybe call an evolutionary operator
    (:mod:`esnb.evo`); decay epsilon.
 
 :class:`MCLearner` is the shared machinery (it is also the VAN baseline with ``n = 1``); the
-other baselines are in :mod:`esnb.rl.eorl_baselines`, EORL itself in :mod:`esnb.rl.eorl`. No
-Dask here: a learner is one process's work, and a table of runs spreads whole runs over a
-cluster (:mod:`esnb.runners.eorl.table`).
+other baselines are in :mod:`esnb.runners.eorl.baselines`, EORL itself in
+:mod:`esnb.runners.eorl.evolution`; the maths below them is :mod:`esnb.rl.eorl`. No Dask
+here: a learner is one process's work, and a table of runs spreads whole runs over a cluster
+(:mod:`esnb.runners.eorl.table`).
 
 Random streams (all from the run's seed, independent): initial weights, actions (epsilon draws
 and random actions), environment seeds, replay samples, evolution, evaluation. Changing
@@ -36,7 +38,7 @@ import numpy as np
 from esnb.record import restore_rng
 from esnb.replay import ReplayBuffer, join_state, split_state
 from esnb.rl.constants import BATCH_SIZE, BUFFER_FACTOR, EPOCHS, HIDDEN, LR, resolve_env
-from esnb.rl.eorl_episodes import (
+from esnb.rl.eorl.episodes import (
     Episode,
     Sample,
     StateIndex,
@@ -46,7 +48,7 @@ from esnb.rl.eorl_episodes import (
     play,
     positive_int,
 )
-from esnb.rl.mc_dqn import PopulationQNet, mc_returns
+from esnb.rl.eorl.mc_dqn import PopulationQNet, mc_returns
 
 _STREAMS = ("init", "act", "env", "sample", "evo", "eval")
 
@@ -206,7 +208,7 @@ class MCLearner:
 
     def rollout(self, member: int, epsilon: float, rng_act: np.random.Generator | None = None,
                 env_seed: int | None = None, record: bool = True) -> Episode:
-        """One epsilon-greedy episode of ``member`` (:func:`~esnb.rl.eorl_episodes.epsilon_greedy`
+        """One epsilon-greedy episode of ``member`` (:func:`~esnb.rl.eorl.episodes.epsilon_greedy`
         on the one episode loop).
 
         ``record=False`` (evaluation) leaves the state index alone; ``sids`` are then -1.

@@ -16,7 +16,7 @@ from esnb.evo.operators import (
 )
 from esnb.evo.population import Population, Q, check_population_size
 from esnb.evo.schedules import ResetTracker, draw_operator, operator_probabilities
-from esnb.rl.eorl_learners import MCLearner
+from esnb.runners.eorl.learner import MCLearner
 
 
 class EORLLearner(MCLearner):

@@ -10,7 +10,7 @@ One learner step, top to bottom (:meth:`ImpalaLearner.step`):
    or the released code's ``soft_asymmetric``), then scaled; gamma_t = gamma, or 0 where the
    episode ended; at a time-limit truncation ``gamma * V(x_final)`` (current network, no
    gradient) is added to r_t, so the truncation bootstraps instead of terminating (see
-   :mod:`esnb.rl.vtrace`);
+   :mod:`esnb.rl.impala.vtrace`);
 4. V-trace targets v_s and advantages A_s (no gradient), or, with ``correction="none"``,
    the same formulas with rho = c = 1 forced (target log-probs := behaviour log-probs);
 5. loss = policy gradient ``-sum log pi(a_s|x_s) A_s`` + baseline
@@ -29,40 +29,29 @@ import torch
 from torch import nn
 
 from esnb.envs.obs_stats import ObsStats
-from esnb.nets.torch_mlp import FlatModule, forward, split
-from esnb.rl.actor_critic import _HALF_LOG_2PI, LOG_STD_RANGE, ActorCriticSpec
+from esnb.nets.torch_mlp import ObsNormModule, forward, split
 from esnb.rl.constants import CORRECTIONS, REWARD_CLIPPINGS
 from esnb.rl.constants import IMPALA_OPTIMIZERS as OPTIMIZERS
-from esnb.rl.unrolls import UnrollBatch
-from esnb.rl.vtrace import vtrace
+from esnb.rl.impala.actor_critic import _HALF_LOG_2PI, LOG_STD_RANGE, ActorCriticSpec
+from esnb.rl.impala.unrolls import UnrollBatch
+from esnb.rl.impala.vtrace import vtrace
 
 
-class ActorCritic(FlatModule):
+class ActorCritic(ObsNormModule):
     """The learner's network: ``forward(obs) -> (policy outputs, values)``.
 
-    ``self.flat`` (:attr:`~esnb.rl.actor_critic.ActorCriticSpec.layout`) is the only
+    ``self.flat`` (:attr:`~esnb.rl.impala.actor_critic.ActorCriticSpec.layout`) is the only
     parameter: one optimiser, one checkpoint array, and the actors' vector is a slice of it.
+    Observations are normalised as ES's policy does (:class:`~esnb.nets.torch_mlp.ObsNormModule`).
     """
 
     def __init__(self, spec: ActorCriticSpec, flat=None):
-        super().__init__(spec.num_params, flat)
+        super().__init__(spec.num_params, spec.obs_dim, spec.policy.obs_clip, flat)
         self.spec = spec
-        self.register_buffer("obs_mean", torch.zeros(spec.obs_dim))
-        self.register_buffer("obs_std", torch.ones(spec.obs_dim))
-        self.normalise = False
-
-    def set_obs_norm(self, mean, std) -> None:
-        """Normalise observations as ``clip((x - mean) / std, -obs_clip, obs_clip)``."""
-        self.obs_mean.copy_(torch.as_tensor(np.asarray(mean, dtype=np.float32)))
-        self.obs_std.copy_(torch.as_tensor(np.asarray(std, dtype=np.float32)))
-        self.normalise = True
 
     def forward(self, obs: torch.Tensor):
         """``(logits or Gaussian means [N, act_dim], values [N])`` of ``obs`` ``[N, obs_dim]``."""
-        x = obs.to(torch.float32)
-        if self.normalise:
-            c = self.spec.policy.obs_clip
-            x = torch.clamp((x - self.obs_mean) / self.obs_std, -c, c)
+        x = self.inputs(obs)
         # one split of the whole vector (a slice per part would copy the gradient twice)
         parts = split(self.spec.layout, self.flat)
         return (forward(self.spec.policy.mlp, parts["policy"], x),
@@ -208,7 +197,7 @@ class ImpalaLearner:
     ----------
     spec : ActorCriticSpec
     flat : ndarray of float32
-        Initial parameters (:func:`~esnb.rl.actor_critic.init_actor_critic`).
+        Initial parameters (:func:`~esnb.rl.impala.actor_critic.init_actor_critic`).
     lr : float
         Initial learning rate (set per step by :meth:`step`).
     optimizer : {"adam", "rmsprop"}

@@ -17,7 +17,8 @@ members' forward and backward passes run on the distinct states of their samples
 all ``n`` members train in one batched pass over stacked weights (``torch.bmm`` with a leading
 member dimension), each with its own Adam state and step count.
 
-A member is an :class:`esnb.nets.MLP` (ReLU) and the population a matrix whose rows are the
+A member is an :class:`esnb.nets.MLP` (ReLU; acting, a discrete
+:class:`~esnb.nets.PolicySpec` on it) and the population a matrix whose rows are the
 members' flat vectors in the family's layout (per layer ``W [out, in]`` then ``b``); the
 forward is :func:`esnb.nets.torch_mlp.forward`'s population path. The networks are initialised
 as Keras does (:func:`esnb.nets.init_glorot`: Glorot-uniform weights, zero biases) from a numpy
@@ -32,7 +33,7 @@ import contextlib
 import numpy as np
 import torch
 
-from esnb.nets import MLP, init_glorot, torch_mlp
+from esnb.nets import NumpyPolicy, PolicySpec, init_glorot, torch_mlp
 from esnb.rl.constants import ADAM_BETAS, ADAM_EPS, HIDDEN, LR
 
 
@@ -105,7 +106,10 @@ class PopulationQNet:
         if not self.hidden or min(self.hidden) < 1:
             raise ValueError(f"hidden must be one or more layer sizes >= 1, got {hidden!r}")
         self.lr = float(lr)
-        self.mlp = MLP((self.obs_dim, *self.hidden, self.n_actions), activation="relu")
+        #: a member as a policy: its greedy action is the argmax of the Q-values
+        self.policy = PolicySpec(self.obs_dim, self.n_actions, self.hidden, activation="relu",
+                                 discrete=True)
+        self.mlp = self.policy.mlp  # relu hidden layers, linear Q outputs
         self.num_params = self.mlp.num_params
         self.theta = torch.tensor(np.stack([init_glorot(self.mlp, rng) for _ in range(self.n)]))
         self._m = torch.zeros_like(self.theta)
@@ -141,10 +145,11 @@ class PopulationQNet:
         return [(t[:, w].view(n, o, i).transpose(1, 2), t[:, b].view(n, 1, o))
                 for w, (o, i), b in self.mlp.slices()]
 
-    def member_numpy(self, i: int) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Member ``i``'s ``[(W [out, in], b), ...]`` (:meth:`esnb.nets.MLP.layers` of a
-        float32 copy of its row: for acting)."""
-        return self.mlp.layers(self.flat(i))
+    def member_numpy(self, i: int) -> NumpyPolicy:
+        """Member ``i`` for acting, one observation at a time: a
+        :class:`~esnb.nets.NumpyPolicy` over a float32 copy of its row, whose ``act(x)`` is
+        the greedy action (``argmax_a Q(x, a)``, the first maximum on ties)."""
+        return NumpyPolicy(self.policy, self.flat(i))
 
     # -- forward and backward ----------------------------------------------------------------
     def _forward(self, x: torch.Tensor):
