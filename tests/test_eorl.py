@@ -9,10 +9,19 @@ import torch
 
 from esnb.rl.eorl.episodes import default_eps_decay
 from esnb.rl.eorl.mc_dqn import PopulationQNet, mc_returns, one_thread
-from esnb.runners.eorl import COLUMNS, EORL, VAN, make_runner
-from esnb.runners.eorl.baselines import CBELearner, CEMRRLearner, HERLearner, PERLearner
+from esnb.runners.eorl import CBE, COLUMNS, EORL, HER, PER, VAN, make_runner
+from esnb.runners.eorl.config import EORLConfig, EpisodeConfig
 from esnb.runners.eorl.evolution import EORLLearner
 from esnb.runners.eorl.learner import MCLearner
+from esnb.runners.eorl.runner import CEMRLRoundRobin
+
+
+def learner_of(runner, env_kwargs: dict, **settings):
+    """``runner``'s learner as the runner builds it (its settings: the paper's values unless
+    given) on BitFlip or GridNav, and the live controls an episode reads."""
+    settings.setdefault("env", "bitflip")
+    config = runner.Config.build(env_kwargs=env_kwargs, **settings)
+    return runner.learner_class.of(config), dict(config.controls().snapshot().values)
 
 
 def test_mc_returns_are_undiscounted_returns_to_go():
@@ -38,7 +47,7 @@ def _rows_gradient(net, states, sids, acts, g, w):
 
 def test_aggregated_full_batch_pass_equals_the_pass_over_sample_rows():
     g0 = np.random.default_rng(0)
-    net = PopulationQNet(3, 6, 4, g0)
+    net = PopulationQNet(3, 6, 4, g0, hidden=(32, 8), lr=0.01)
     states = g0.integers(0, 2, (20, 6)).astype(np.float32)
     n, b = 3, 300
     sids, acts = g0.integers(0, 20, (n, b)), g0.integers(0, 4, (n, b))
@@ -59,7 +68,7 @@ def test_aggregated_full_batch_pass_equals_the_pass_over_sample_rows():
 
 def test_adam_steps_only_the_selected_members_and_resets_per_member():
     g0 = np.random.default_rng(1)
-    net = PopulationQNet(3, 4, 2, g0)
+    net = PopulationQNet(3, 4, 2, g0, hidden=(32, 8), lr=0.01)
     before = net.theta.clone()
     x = g0.normal(size=(5, 4)).astype(np.float32)
     count = np.ones((3, 5, 2))
@@ -94,8 +103,8 @@ def test_one_thread_restores_torch_threads():
 
 # -- EORL's bookkeeping in a run ------------------------------------------------------------------
 def test_every_episode_updates_the_fitness_of_the_policy_that_ran():
-    learner = EORLLearner("bitflip", {"n_bits": 5}, episodes=100, seed=1)
-    controls = {"kappa": 0.0, "mu": 0.0}
+    learner, controls = learner_of(EORL, {"n_bits": 5}, episodes=100, seed=1)
+    controls.update(kappa=0.0, mu=0.0)
     for _ in range(30):
         before = learner.population.fitness.copy()
         row = learner.run_episode(controls)
@@ -112,7 +121,7 @@ def test_every_episode_updates_the_fitness_of_the_policy_that_ran():
 
 
 def test_operator_replaces_the_weakest_with_a_child_that_runs_next():
-    learner = EORLLearner("bitflip", {"n_bits": 5}, episodes=100, seed=2, n=4)
+    learner, controls = learner_of(EORL, {"n_bits": 5}, episodes=100, seed=2, n=4)
     pop, net = learner.population, learner.net
     pop.fitness[:] = [3.0, 1.0, -2.0, 2.0]
     thetas = [net.flat(i) for i in range(4)]
@@ -128,7 +137,7 @@ def test_operator_replaces_the_weakest_with_a_child_that_runs_next():
                                rtol=1e-6, atol=1e-7)
     assert pop.fitness[2] == pytest.approx(tau * fit[i] + (1 - tau) * fit[j])
     assert net.steps[2] == 0 and net.steps[0] == 7  # fresh optimiser for the child only
-    row = learner.run_episode({"kappa": 0.0, "mu": 0.0})
+    row = learner.run_episode({**controls, "kappa": 0.0, "mu": 0.0})
     assert row["member"] == 2  # the child runs next
     info = learner.apply_operator("mutation", sigma=0.0)
     assert info["parent_j"] == -1
@@ -197,9 +206,9 @@ def test_checkpoint_resumes_bitwise(algorithm, tmp_path):
 
 def test_a_state_saved_with_weights_in_out_loads_transposed():
     """States saved before esnb.nets (each weight stored [in, out]) load as the same networks."""
-    a = EORLLearner("bitflip", {"n_bits": 5}, episodes=20, seed=6, n=3)
+    a, controls = learner_of(EORL, {"n_bits": 5}, episodes=20, seed=6, n=3)
     for _ in range(4):
-        a.run_episode({"kappa": 0.0, "mu": 0.0})
+        a.run_episode({**controls, "kappa": 0.0, "mu": 0.0})
     meta, arrays = a.state_dict()
     assert meta.pop("net_layout") == "out_in"
     mlp = a.net.mlp
@@ -210,27 +219,27 @@ def test_a_state_saved_with_weights_in_out_loads_transposed():
     for k in ("net.theta", "net.adam_m", "net.adam_v"):
         arrays[k] = np.stack([in_out(row) for row in arrays[k]])
     assert not np.array_equal(arrays["net.theta"], a.net.theta.numpy())
-    b = EORLLearner("bitflip", {"n_bits": 5}, episodes=20, seed=7, n=3)
+    b, _ = learner_of(EORL, {"n_bits": 5}, episodes=20, seed=7, n=3)
     b.load_state_dict(meta, arrays)
     assert torch.equal(b.net.theta, a.net.theta) and torch.equal(b.net._v, a.net._v)
-    assert b.run_episode({})["return"] == a.run_episode({})["return"]
+    assert b.run_episode(controls)["return"] == a.run_episode(controls)["return"]
     assert torch.equal(b.net.theta, a.net.theta)
 
 
 # -- baselines ------------------------------------------------------------------------------------
 def test_per_anneals_beta_and_updates_priorities():
-    learner = PERLearner("bitflip", {"n_bits": 5}, episodes=11, seed=5)
-    rows = [learner.run_episode({}) for _ in range(11)]
+    learner, controls = learner_of(PER, {"n_bits": 5}, episodes=11, seed=5)
+    rows = [learner.run_episode(controls) for _ in range(11)]
     assert [r["beta"] for r in rows] == pytest.approx([0.4 + 0.06 * k for k in range(11)])
     p = learner.buffer.sampler.priorities(np.arange(len(learner.buffer)))
     assert len(np.unique(p)) > 10  # no longer all the initial maximum
 
 
 def test_her_relabels_with_the_best_terminal_states():
-    learner = HERLearner("bitflip", {"n_bits": 5}, episodes=50, seed=6)
+    learner, controls = learner_of(HER, {"n_bits": 5}, episodes=50, seed=6)
     assert learner.input_dim == 10
     for _ in range(30):
-        learner.run_episode({})
+        learner.run_episode(controls)
     assert len(learner.goals) == 8
     returns = [r for r, _ in learner.goals]
     assert returns == sorted(returns, reverse=True)
@@ -239,7 +248,7 @@ def test_her_relabels_with_the_best_terminal_states():
 
 
 def test_cbe_bonus_counts_visits_before_each_step():
-    learner = CBELearner("bitflip", {"n_bits": 4}, episodes=10, seed=7)
+    learner, _ = learner_of(CBE, {"n_bits": 4}, episodes=10, seed=7)
     ep = learner.rollout(0, 1.0)
     r = learner.training_rewards(ep, {"beta": 1.0})
     keys = ep.sids * 4 + ep.actions
@@ -253,8 +262,8 @@ def test_cbe_bonus_counts_visits_before_each_step():
 
 
 def test_cem_round_robin_and_pool():
-    learner = CEMRRLearner("bitflip", {"n_bits": 5}, episodes=40, seed=8)
-    rows = [learner.run_episode({}) for _ in range(40)]
+    learner, controls = learner_of(CEMRLRoundRobin, {"n_bits": 5}, episodes=40, seed=8)
+    rows = [learner.run_episode(controls) for _ in range(40)]
     assert [r["member"] for r in rows] == [k % 8 for k in range(40)]
     assert rows[-1]["replacements"] > 0
     assert all(2 <= r["pool"] <= 8 for r in rows)
@@ -263,7 +272,9 @@ def test_cem_round_robin_and_pool():
 # -- bad input ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("make,message", [
     (lambda: EORL("bitflip", {"n_bits": 6}, n=1), r"n must be an integer in \[2"),
-    (lambda: EORLLearner("bitflip", {"n_bits": 6}, n=1), "n must be an integer >= 2"),
+    (lambda: EORLLearner("bitflip", {"n_bits": 6}, 400, 0,
+                         **{**EORLConfig.build().learner_kwargs(), "n": 1}),
+     "n must be an integer >= 2"),
     (lambda: EORL("bitflip", kappa=1.5), r"kappa must be a number in \[0, 1\]"),
     (lambda: EORL("bitflip", mu=-0.1), r"mu must be a number in \[0, 1\]"),
     (lambda: EORL("bitflip", schedule="sometimes"), "one of 'uniform', 'active'"),
@@ -274,7 +285,8 @@ def test_cem_round_robin_and_pool():
     (lambda: EORL("bitflip", {"n_bits": 1}), "n_bits"),
     (lambda: EORL("cartpole"), "'bitflip', 'gridnav'"),
     (lambda: make_runner("CER"), "CER is not implemented"),
-    (lambda: MCLearner("bitflip", episodes=0), "episodes must be an integer >= 1"),
+    (lambda: MCLearner("bitflip", {}, 0, 0, **EpisodeConfig.build().learner_kwargs()),
+     "episodes must be an integer >= 1"),
 ])
 def test_bad_input_is_refused_clearly(make, message):
     with pytest.raises(ValueError, match=message.replace("'2', ", r"'2\+', ")):
@@ -294,8 +306,8 @@ def test_bad_live_values_change_nothing():
 
 
 def test_minibatch_reading_takes_one_adam_step_per_minibatch():
-    learner = EORLLearner("bitflip", {"n_bits": 4}, episodes=10, seed=9, n=2, minibatch=32)
-    row = learner.run_episode({"kappa": 0.0, "mu": 0.0})
+    learner, controls = learner_of(EORL, {"n_bits": 4}, episodes=10, seed=9, n=2, minibatch=32)
+    row = learner.run_episode({**controls, "kappa": 0.0, "mu": 0.0})
     steps = 2 * -(-row["buffer_size"] // 32)  # 2 passes of ceil(B / 32) mini-batches
     assert learner.net.steps.tolist() == [steps, steps]
     assert np.isfinite(row["loss"])
@@ -345,8 +357,8 @@ def test_episodes_run_on_the_one_episode_loop(monkeypatch):
     real = episodes.run_episode
     monkeypatch.setattr(episodes, "run_episode",
                         lambda *a, **k: calls.append(k) or real(*a, **k))
-    learner = MCLearner("gridnav", {"size": 5}, episodes=10, seed=0)
-    learner.run_episode({})
+    learner, controls = learner_of(VAN, {"size": 5}, env="gridnav", episodes=10, seed=0)
+    learner.run_episode(controls)
     learner.evaluate(2)
     assert len(calls) == 3 and all(c["record"] for c in calls)
     ep = learner.rollout(0, 1.0)

@@ -1,7 +1,7 @@
-"""The learners' published constants and option names, importable without torch.
+"""The learners' option names and the constants no setting varies, importable without torch.
 
-Configs declare their settings from these (one declaration: the config refers to the constant
-the learner uses), and the CLI lists them without loading torch.
+The configs offer the option names as choices and the CLI lists them without loading torch.
+Settings' defaults are not here: each is written once, in its config's ``setting(...)``.
 """
 
 from __future__ import annotations
@@ -24,24 +24,12 @@ REWARD_CLIPPINGS = ("none", "abs_one", "soft_asymmetric")
 # -- EORL (Khadilkar 2023) and its baselines --------------------------------------------------
 #: short names of EORL's environments
 ENV_IDS = {"bitflip": "esnb/BitFlip-v0", "gridnav": "esnb/GridNav-v0"}
-HIDDEN = (32, 8)
-LR = 0.01
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPS = 1e-7
-BATCH_SIZE = 4096
-EPOCHS = 2
-BUFFER_FACTOR = 100  # buffer = 100 x the environment's timeout
 #: the paper's Table 3: GridNav episodes -> epsilon decay per episode
 GRIDNAV_DECAY = {1000: 0.995, 2500: 0.998, 4000: 0.999}
 BITFLIP_DECAY = 0.99
-PER_ALPHA = 0.6
-PER_BETA0 = 0.4
 PER_EPS = 1e-6
-HER_GOALS = 8  # goal buffer: terminal states of the 8 best episodes (the paper)
-HER_K = 4  # relabelled goals per episode (the HER paper's k)
-CBE_BETA = 1.0
-CEM_NOISE = 1e-3  # CEM-RL's initial noise variance
-CEM_REPLACE_PROB = 0.5
 
 
 def resolve_env(env: str) -> str:

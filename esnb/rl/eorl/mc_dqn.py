@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from esnb.nets import NumpyPolicy, PolicySpec, init_glorot, torch_mlp
-from esnb.rl.constants import ADAM_BETAS, ADAM_EPS, HIDDEN, LR
+from esnb.rl.constants import ADAM_BETAS, ADAM_EPS
 
 
 @contextlib.contextmanager
@@ -96,7 +96,7 @@ class PopulationQNet:
     """
 
     def __init__(self, n: int, obs_dim: int, n_actions: int, rng: np.random.Generator,
-                 hidden=HIDDEN, lr: float = LR):
+                 hidden, lr: float):
         if int(n) < 1:
             raise ValueError(f"number of networks must be >= 1, got {n}")
         self.n = int(n)

@@ -46,13 +46,6 @@ import numpy as np
 from esnb.evo.population import check_population_size
 from esnb.replay import PrioritizedReplayBuffer
 from esnb.rl.constants import (
-    CBE_BETA,
-    CEM_NOISE,
-    CEM_REPLACE_PROB,
-    HER_GOALS,
-    HER_K,
-    PER_ALPHA,
-    PER_BETA0,
     PER_EPS,
 )
 from esnb.rl.eorl.episodes import Episode, Sample, positive_int
@@ -76,9 +69,8 @@ class PERLearner(MCLearner):
 
     algorithm = "PER"
 
-    def __init__(self, env: str = "bitflip", env_kwargs: dict | None = None,
-                 episodes: int = 400, seed: int = 0, *, alpha: float = PER_ALPHA,
-                 beta0: float = PER_BETA0, **kwargs):
+    def __init__(self, env: str, env_kwargs: dict | None, episodes: int, seed: int, *,
+                 alpha: float, beta0: float, **kwargs):
         for name, v in (("alpha", alpha), ("beta0", beta0)):
             if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 <= v <= 1:
                 raise ValueError(f"PER {name} must be a number in [0, 1], got {v!r}")
@@ -129,9 +121,8 @@ class HERLearner(MCLearner):
 
     algorithm = "HER"
 
-    def __init__(self, env: str = "bitflip", env_kwargs: dict | None = None,
-                 episodes: int = 400, seed: int = 0, *, her_k: int = HER_K,
-                 goal_buffer: int = HER_GOALS, **kwargs):
+    def __init__(self, env: str, env_kwargs: dict | None, episodes: int, seed: int, *,
+                 her_k: int, goal_buffer: int, **kwargs):
         self.her_k = positive_int("her_k", her_k, low=0)
         self.goal_capacity = positive_int("goal_buffer", goal_buffer)
         kwargs.pop("n", None)
@@ -195,15 +186,14 @@ class CBELearner(MCLearner):
 
     algorithm = "CBE"
 
-    def __init__(self, env: str = "bitflip", env_kwargs: dict | None = None,
-                 episodes: int = 400, seed: int = 0, **kwargs):
+    def __init__(self, env: str, env_kwargs: dict | None, episodes: int, seed: int, **kwargs):
         kwargs.pop("n", None)
         super().__init__(env, env_kwargs, episodes, seed, n=1, **kwargs)
         self.visits = np.zeros(0, dtype=np.int64)  # N(s, a), flat index sid * A + a
         self.last_bonus = 0.0
 
     def training_rewards(self, ep: Episode, controls: dict) -> np.ndarray:
-        beta = float(controls.get("beta", CBE_BETA))
+        beta = float(controls["beta"])
         a_n = self.n_actions
         need = self.states.size * a_n
         if len(self.visits) < need:
@@ -254,9 +244,8 @@ class CEMRRLearner(MCLearner):
 
     algorithm = "CEM-RL"
 
-    def __init__(self, env: str = "bitflip", env_kwargs: dict | None = None,
-                 episodes: int = 400, seed: int = 0, *, n: int = 8,
-                 replace_prob: float = CEM_REPLACE_PROB, noise: float = CEM_NOISE, **kwargs):
+    def __init__(self, env: str, env_kwargs: dict | None, episodes: int, seed: int, *, n: int,
+                 replace_prob: float, noise: float, **kwargs):
         if not 0.0 <= float(replace_prob) <= 1.0:
             raise ValueError(f"replace_prob must be in [0, 1], got {replace_prob!r}")
         if not (math.isfinite(float(noise)) and float(noise) >= 0):

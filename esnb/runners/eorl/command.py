@@ -14,11 +14,12 @@ from typing import Any
 import numpy as np
 
 from esnb.rl.constants import ENV_IDS, resolve_env
-from esnb.runners.eorl.config import EORLCommand, EORLConfig
+from esnb.runners.eorl.config import EORLCommand, EORLConfig, EpisodeConfig
 from esnb.settings import given
 
-#: planned episodes (and the budget) when --episodes is not given: the paper's first length
-DEFAULT_EPISODES = {ENV_IDS["bitflip"]: 400, ENV_IDS["gridnav"]: 1000}
+#: planned episodes (and the budget) on GridNav when --episodes is not given: the paper's first
+#: GridNav length (on BitFlip: the ``episodes`` setting's default, the paper's BitFlip length)
+GRIDNAV_EPISODES = 1000
 
 def env_kwargs(env: str, size: int, subgoal: str, stochasticity: float) -> dict:
     """Environment arguments from the command line's ``--size/--subgoal/--stochasticity``."""
@@ -64,7 +65,8 @@ def adapt(args: argparse.Namespace, values: dict[str, Any]) -> tuple[type, dict[
     env = resolve_env(values.get("env", EORLConfig.preset_values()["env"]))
     values["env_kwargs"] = env_kwargs(env, flags.size, flags.subgoal, flags.stochasticity)
     if args.budget_episodes is None:
-        args.budget_episodes = DEFAULT_EPISODES[env]
+        args.budget_episodes = (GRIDNAV_EPISODES if env == ENV_IDS["gridnav"]
+                                else EpisodeConfig.build().episodes)
     values["episodes"] = int(args.budget_episodes)
     name = flags.algorithm_name
     if name == "EORL":

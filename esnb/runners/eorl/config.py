@@ -21,22 +21,7 @@ from typing import Any, ClassVar
 from esnb.evo.operators import SIGMA
 from esnb.evo.population import Q
 from esnb.evo.schedules import SCHEDULES, VARIANTS
-from esnb.rl.constants import (
-    BATCH_SIZE,
-    BUFFER_FACTOR,
-    CBE_BETA,
-    CEM_NOISE,
-    CEM_REPLACE_PROB,
-    ENV_IDS,
-    EPOCHS,
-    HER_GOALS,
-    HER_K,
-    HIDDEN,
-    LR,
-    PER_ALPHA,
-    PER_BETA0,
-    resolve_env,
-)
+from esnb.rl.constants import ENV_IDS, resolve_env
 from esnb.runners.eorl.columns import COLUMNS
 from esnb.settings import EnvSettings, Settings, derive, setting
 
@@ -62,20 +47,20 @@ class EpisodeConfig(Settings):
                                  "follow it (paper: 400 on BitFlip; 1000, 2500 or 4000 on "
                                  "GridNav)")
     seed: int = derive(EnvSettings, "seed")
-    lr: float = setting(LR, low=0.0, low_open=True, high=1.0, log=True, live=True,
+    lr: float = setting(0.01, low=0.0, low_open=True, high=1.0, log=True, live=True,
                         help="Adam step size of every network")
     eps_decay: float | None = setting(None, kind="float", low=0.0, low_open=True, high=1.0,
                                       help="epsilon multiplier per episode (none: the paper's, "
                                            "0.99 on BitFlip, 0.995/0.998/0.999 on GridNav for "
                                            "1000/2500/4000 episodes)")
-    hidden: tuple[int, ...] = setting(HIDDEN, low=1, help="hidden layers (ReLU)")
-    batch_size: int = setting(BATCH_SIZE, low=1,
+    hidden: tuple[int, ...] = setting((32, 8), low=1, help="hidden layers (ReLU)")
+    batch_size: int = setting(4096, low=1,
                               help="sample size per network and episode (capped at the buffer)")
-    epochs: int = setting(EPOCHS, low=1, help="passes over each sample per episode")
+    epochs: int = setting(2, low=1, help="passes over each sample per episode")
     minibatch: int | None = setting(None, kind="int", low=1,
                                     help="mini-batch size (none: a pass is one full-batch step; "
                                          "32: Keras' fit)")
-    buffer_factor: int = setting(BUFFER_FACTOR, low=1,
+    buffer_factor: int = setting(100, low=1,
                                  help="buffer capacity in multiples of the environment's timeout")
 
     #: settings that are not learner constructor arguments besides the live ones (read every
@@ -91,8 +76,10 @@ class EpisodeConfig(Settings):
 
     def learner_kwargs(self) -> dict[str, Any]:
         """The learner's constructor arguments (besides env, env_kwargs, episodes, seed)."""
-        return {name: getattr(self, name) for name, (meta, _) in self.declarations().items()
-                if name not in self.RUN_ONLY and (not meta.live or name == "lr")}
+        # one network unless the config declares a population (PopulationConfig's n)
+        return {"n": 1, **{name: getattr(self, name)
+                           for name, (meta, _) in self.declarations().items()
+                           if name not in self.RUN_ONLY and (not meta.live or name == "lr")}}
 
 
 @dataclass(frozen=True)
@@ -101,8 +88,8 @@ class PERConfig(EpisodeConfig):
 
     algorithm = "PER"
 
-    alpha: float = setting(PER_ALPHA, low=0.0, high=1.0, help="priority exponent")
-    beta0: float = setting(PER_BETA0, low=0.0, high=1.0,
+    alpha: float = setting(0.6, low=0.0, high=1.0, help="priority exponent")
+    beta0: float = setting(0.4, low=0.0, high=1.0,
                            help="importance-sampling exponent at the first episode, annealed "
                                 "linearly to 1 at the last planned one")
 
@@ -114,10 +101,10 @@ class HERConfig(EpisodeConfig):
 
     algorithm = "HER"
 
-    her_k: int = setting(HER_K, low=0, high=1000,
+    her_k: int = setting(4, low=0, high=1000,
                          help="goals drawn from the goal buffer to relabel each episode (the "
                               "HER paper's k; EORL's paper does not say)")
-    goal_buffer: int = setting(HER_GOALS, low=1, high=10_000,
+    goal_buffer: int = setting(8, low=1, high=10_000,
                                help="terminal states kept (of the best episodes)")
 
 
@@ -127,7 +114,7 @@ class CBEConfig(EpisodeConfig):
 
     algorithm = "CBE"
 
-    beta: float = setting(CBE_BETA, low=0.0, high=1000.0, live=True,
+    beta: float = setting(1.0, low=0.0, high=1000.0, live=True,
                           help="count-bonus scale beta")
 
 
@@ -145,9 +132,9 @@ class CEMRLRoundRobinConfig(PopulationConfig):
 
     algorithm = "CEM-RL"
 
-    replace_prob: float = setting(CEM_REPLACE_PROB, low=0.0, high=1.0,
+    replace_prob: float = setting(0.5, low=0.0, high=1.0,
                                   help="chance that a bottom-half policy is replaced")
-    noise: float = setting(CEM_NOISE, low=0.0, high=1e3,
+    noise: float = setting(1e-3, low=0.0, high=1e3,
                            help="variance of the Gaussian noise added to the elite a new "
                                 "policy is drawn from (CEM-RL's initial noise)")
 

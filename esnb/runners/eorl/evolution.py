@@ -8,13 +8,12 @@ from typing import Any
 import numpy as np
 
 from esnb.evo.operators import (
-    SIGMA,
     cross_ratio,
     linear_crossover,
     mutation,
     random_crossover,
 )
-from esnb.evo.population import Population, Q, check_population_size
+from esnb.evo.population import Population, check_population_size
 from esnb.evo.schedules import ResetTracker, draw_operator, operator_probabilities
 from esnb.runners.eorl.learner import MCLearner
 
@@ -39,8 +38,8 @@ class EORLLearner(MCLearner):
 
     algorithm = "EORL"
 
-    def __init__(self, env: str = "bitflip", env_kwargs: dict | None = None,
-                 episodes: int = 400, seed: int = 0, *, n: int = 8, **kwargs):
+    def __init__(self, env: str, env_kwargs: dict | None, episodes: int, seed: int, *, n: int,
+                 **kwargs):
         super().__init__(env, env_kwargs, episodes, seed, n=check_population_size(n), **kwargs)
         self.population = Population(self.n)
         self.tracker = ResetTracker()
@@ -53,11 +52,9 @@ class EORLLearner(MCLearner):
         return int(np.argmax(self.population.fitness))
 
     def after_episode(self, e, member, ep, epsilon, controls):
-        kappa = float(controls.get("kappa", 0.05))
-        mu = float(controls.get("mu", 0.05))
-        schedule = controls.get("schedule", "uniform")
-        sigma = float(controls.get("sigma", SIGMA))
-        q = float(controls.get("q", Q))
+        kappa, mu = float(controls["kappa"]), float(controls["mu"])
+        schedule = controls["schedule"]
+        sigma, q = float(controls["sigma"]), float(controls["q"])
         pop, rng = self.population, self.rngs["evo"]
         pop.update(member, ep.ret, q)
         self.tracker.observe_return(e, ep.ret)

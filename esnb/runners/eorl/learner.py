@@ -37,7 +37,7 @@ import numpy as np
 
 from esnb.record import restore_rng
 from esnb.replay import ReplayBuffer, join_state, split_state
-from esnb.rl.constants import BATCH_SIZE, BUFFER_FACTOR, EPOCHS, HIDDEN, LR, resolve_env
+from esnb.rl.constants import resolve_env
 from esnb.rl.eorl.episodes import (
     Episode,
     Sample,
@@ -72,27 +72,28 @@ class MCLearner:
     eps_decay : float, optional
         Epsilon multiplier per episode (default :func:`default_eps_decay`).
     hidden : tuple of int
-        Hidden layers (32, 8).
+        Hidden layers.
     lr : float
-        Adam step size (0.01); an ``lr`` entry in ``run_episode``'s controls overrides it.
+        Adam step size; an ``lr`` entry in ``run_episode``'s controls overrides it.
     batch_size : int
-        Sample size per member and episode (4096; capped at the buffer size).
+        Sample size per member and episode (capped at the buffer size).
     epochs : int
-        Passes over each sample (2).
+        Passes over each sample.
     minibatch : int, optional
         None: a pass is one full-batch step (esnb's reading of the paper); else mini-batches
         of this size (a Keras ``fit(batch_size=32)`` reading: ~128x the steps).
     buffer_factor : int
-        Buffer capacity in multiples of the environment's timeout (100).
+        Buffer capacity in multiples of the environment's timeout.
+
+    The values (the paper's) are declared once, in :mod:`esnb.runners.eorl.config`; build a
+    learner from its settings with :meth:`of`.
     """
 
     algorithm: ClassVar[str] = "VAN"
 
-    def __init__(self, env: str = "bitflip", env_kwargs: dict | None = None,
-                 episodes: int = 400, seed: int = 0, *, n: int = 1,
-                 eps_decay: float | None = None, hidden=HIDDEN, lr: float = LR,
-                 batch_size: int = BATCH_SIZE, epochs: int = EPOCHS,
-                 minibatch: int | None = None, buffer_factor: int = BUFFER_FACTOR):
+    def __init__(self, env: str, env_kwargs: dict | None, episodes: int, seed: int, *,
+                 n: int, eps_decay: float | None, hidden, lr: float, batch_size: int,
+                 epochs: int, minibatch: int | None, buffer_factor: int):
         self.env_id = resolve_env(env)
         self.env_kwargs = dict(env_kwargs or {})
         self.episodes = positive_int("episodes", episodes)
@@ -124,6 +125,13 @@ class MCLearner:
         self.episode = 0
         self.env_steps = 0
         self.epsilon = 1.0
+
+    @classmethod
+    def of(cls, config) -> MCLearner:
+        """The learner of ``config``, a settings dataclass of :mod:`esnb.runners.eorl.config`
+        (the one of this learner's runner)."""
+        return cls(config.env, config.env_kwargs, config.episodes, config.seed,
+                   **config.learner_kwargs())
 
     # -- hooks the baselines override ----------------------------------------------------------
     @property

@@ -86,8 +86,7 @@ class EpisodeRunner(Runner):
             settings["env_kwargs"] = env_kwargs
         cfg = self.make_config(env, preset, config, **settings)
         super().__init__(cfg, name=name)
-        self.learner = self.learner_class(cfg.env, cfg.env_kwargs, cfg.episodes, cfg.seed,
-                                          **cfg.learner_kwargs())
+        self.learner = self.learner_class.of(cfg)
         self._recent: deque = deque(maxlen=100)
 
     plot_panels = (

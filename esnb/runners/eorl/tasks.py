@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from esnb.runners.eorl.columns import COLUMNS
+from esnb.runners.eorl.config import EpisodeConfig
 from esnb.runners.eorl.runner import make_runner
 
 LAST = 100  # the paper's tables: mean reward over the last 100 training episodes
@@ -38,7 +39,7 @@ class RunSpec:
     algorithm: str
     env: str
     env_kwargs: tuple = ()
-    episodes: int = 400
+    episodes: int = field(default_factory=lambda: EpisodeConfig.build().episodes)
     seed: int = 0
     eps_decay: float | None = None
     options: tuple = field(default=())
