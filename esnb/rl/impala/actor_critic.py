@@ -17,7 +17,7 @@ Observations are optionally normalised as ``clip((x - mean) / std, -obs_clip, ob
 statistics the learner publishes with the parameters.
 
 Actors step with :class:`NumpyActor` (a batched numpy forward over all of an actor's
-environments: DESIGN measures torch at ~5x numpy's cost per small forward); the learner
+environments: torch costs ~5x numpy's per small forward, docs/notes.md); the learner
 computes the same function in torch (:mod:`esnb.rl.impala.learner`). This module imports numpy
 only, so actor workers never load torch.
 """

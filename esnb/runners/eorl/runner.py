@@ -13,7 +13,7 @@ every member, evolve (EORL), decay epsilon
 the row adds the mean return of the last 100 episodes.
 
 A single run is one process's work: per episode the whole population trains in one batched
-pass of a few milliseconds (measured: see ``docs/DESIGN.md``), far below what a Dask round
+pass of a few milliseconds (measured: see ``docs/eorl.md``), far below what a Dask round
 trip costs, so the members of one run are never spread over workers and the runners take no
 executor. Clusters run many independent runs side by side:
 :func:`esnb.runners.eorl.table.run_table`.
