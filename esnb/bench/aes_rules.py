@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from esnb.bench.aes_tables import COMBINATIONS  # the paper's Table 2 order
-from esnb.bench.flags import add_settings
+from esnb.bench.flags import add_json, add_settings
 from esnb.bench.report import Session
 from esnb.runners.aesrl.config import AESRLConfig
 from esnb.settings import integer, number
@@ -47,8 +47,7 @@ def add_arguments(p) -> None:
     p.add_argument("--workers", type=integer(1), default=2, help="LocalCluster worker processes")
     p.add_argument("--combinations", nargs="+", default=None,
                    help="only these, as mean_rule:var_rule (default: all 10 of Table 2)")
-    p.add_argument("--json", default=None,
-                   help="also write the figures to this file (default: not written)")
+    add_json(p)
 
 
 def one_run(client, mean_rule: str, var_rule: str, seed: int, args) -> dict:

@@ -26,7 +26,7 @@ import logging
 import os
 import time
 
-from esnb.bench.flags import add_settings, chosen, given_settings
+from esnb.bench.flags import add_json, add_settings, chosen, given_settings
 from esnb.bench.report import Session
 from esnb.runners.aesrl.config import AESRLConfig, CEMRLConfig
 from esnb.settings import integer, number, show
@@ -49,8 +49,7 @@ def add_arguments(p) -> None:
                    help=f"actor and critic sizes (default: the configs' actor_hidden and "
                         f"critic_hidden, {show(hidden)}; paper 400 300)")
     add_settings(p, AESRLConfig, FLAGS)
-    p.add_argument("--json", default=None,
-                   help="also write the figures to this file (default: not written)")
+    add_json(p)
 
 
 def _common(env: str, hidden, rl_start: int | None, seed: int | None) -> dict:

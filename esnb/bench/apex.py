@@ -19,7 +19,7 @@ import time
 import dask
 import numpy as np
 
-from esnb.bench.flags import add_settings, chosen, given_settings
+from esnb.bench.flags import add_json, add_settings, chosen, given_settings
 from esnb.bench.report import Session
 from esnb.runners.apex.config import CONFIGS, ApeXDQNConfig
 from esnb.settings import integer, number
@@ -49,8 +49,7 @@ def add_arguments(p) -> None:
                    help="time limit of the DQN run in seconds (default: 180)")
     p.add_argument("--dpg-seconds", type=number(0, low_open=True), default=None,
                    help="time limit of the DPG run in seconds (default: 300)")
-    p.add_argument("--json", default=None,
-                   help="also write the figures to this file (default: not written)")
+    add_json(p)
 
 
 def measure(variant: str, workers: int = 2, seed: int | None = None,

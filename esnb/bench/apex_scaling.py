@@ -23,7 +23,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from esnb.bench.flags import add_settings, chosen, given_settings
+from esnb.bench.flags import add_json, add_settings, chosen, given_settings
 from esnb.bench.report import write_json
 from esnb.runners.apex.config import ApeXDQNConfig
 from esnb.settings import integer, number
@@ -61,8 +61,7 @@ def add_arguments(p) -> None:
     p.add_argument("--workers", type=integer(1), default=DEFAULTS["workers"],
                    help="LocalCluster worker processes")
     add_settings(p, ApeXDQNConfig, FLAGS)
-    p.add_argument("--json", default=None,
-                   help="also write the summary to this file (default: not written)")
+    add_json(p, "summary")
 
 
 def measure(num_actors: int, client=None, budget: dict | None = None, *,

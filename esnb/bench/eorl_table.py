@@ -21,6 +21,7 @@ import time
 
 import numpy as np
 
+from esnb.bench.flags import add_json
 from esnb.bench.report import write_json
 from esnb.settings import integer
 
@@ -103,8 +104,7 @@ def add_arguments(p) -> None:
                    help="join this Dask scheduler instead (default: a LocalCluster)")
     p.add_argument("--out", default=None,
                    help="write every run (CSV) to this file (default: not written)")
-    p.add_argument("--json", default=None,
-                   help="write the summary to this file (default: not written)")
+    add_json(p, "summary")
     p.add_argument("--no-progress", action="store_true", help="no progress bar over runs")
 
 

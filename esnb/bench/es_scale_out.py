@@ -41,7 +41,7 @@ import time
 
 import numpy as np
 
-from esnb.bench.flags import chosen
+from esnb.bench.flags import add_json, chosen
 from esnb.bench.report import Session
 from esnb.runners.es.config import ESConfig
 from esnb.settings import integer
@@ -87,8 +87,7 @@ def add_arguments(p) -> None:
                    help="also time the generations of the esnb checked out in DIR (e.g. a "
                         "worktree of an older commit), alternating with this one (default: "
                         "no comparison)")
-    p.add_argument("--json", default=None,
-                   help="also write the figures to this file (default: not written)")
+    add_json(p)
 
 
 def _noop() -> int:

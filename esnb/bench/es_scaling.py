@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from esnb.bench.flags import add_settings, chosen, given_settings
+from esnb.bench.flags import add_json, add_settings, chosen, given_settings
 from esnb.bench.report import Session
 from esnb.runners.es.config import ESConfig
 from esnb.settings import integer
@@ -29,8 +29,7 @@ def add_arguments(p) -> None:
     p.add_argument("--generations", type=integer(1), default=6, help="measured generations each")
     p.add_argument("--workers", type=integer(1), default=2, help="LocalCluster worker processes")
     p.add_argument("--raw-steps", type=integer(1), default=20_000, help="raw steps per measurement")
-    p.add_argument("--json", default=None,
-                   help="also write the figures to this file (default: not written)")
+    add_json(p)
 
 
 def _raw_rate(cfg, steps: int) -> float:

@@ -54,3 +54,9 @@ def chosen(**values: Any) -> dict[str, Any]:
     """``values`` without the None ones: a benchmark function's setting left at None takes the
     config's default (for settings that are not nullable)."""
     return {name: value for name, value in values.items() if value is not None}
+
+
+def add_json(parser: argparse.ArgumentParser, what: str = "figures") -> None:
+    """``--json FILE``: also write the benchmark's ``what`` to a file."""
+    parser.add_argument("--json", default=None,
+                        help=f"also write the {what} to this file (default: not written)")

@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from esnb.bench.flags import add_settings, given_settings
+from esnb.bench.flags import add_json, add_settings, given_settings
 from esnb.bench.report import write_json
 from esnb.runners.impala.config import ImpalaConfig
 from esnb.settings import integer, number
@@ -48,8 +48,7 @@ def add_arguments(p) -> None:
                    help="part 2: learner steps per run")
     p.add_argument("--compare-seeds", type=integer(1), default=2,
                    help="part 2: seeds per (lag, correction)")
-    p.add_argument("--json", default=None,
-                   help="also write the figures to this file (default: not written)")
+    add_json(p)
 
 
 #: the learner settings of every run: ImpalaConfig's defaults (the runs set none of them; shown

@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from esnb.bench.flags import add_json
 from esnb.bench.report import Session
 from esnb.settings import integer
 
@@ -52,8 +53,7 @@ def add_arguments(p) -> None:
                    help="the signal sent to the group (default: INT, a terminal's Ctrl-C)")
     p.add_argument("--iterations", type=integer(1), default=5,
                    help="iterations the run checkpoints before the signal (default: 5)")
-    p.add_argument("--json", default=None,
-                   help="also write the figures to this file (default: not written)")
+    add_json(p)
 
 
 def start(algorithm: str, folder: Path, *extra: str) -> subprocess.Popen:

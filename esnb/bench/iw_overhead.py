@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from esnb.bench.flags import add_settings
+from esnb.bench.flags import add_json, add_settings
 from esnb.bench.report import Session
 from esnb.runners.es.config import ESConfig
 from esnb.settings import integer
@@ -38,8 +38,7 @@ def add_arguments(p) -> None:
     p.add_argument("--episode-steps", type=integer(1), default=1000,
                    help="fixed length of every episode")
     p.add_argument("--workers", type=integer(1), default=2, help="LocalCluster worker processes")
-    p.add_argument("--json", default=None,
-                   help="also write the figures to this file (default: not written)")
+    add_json(p)
 
 
 def measure(env=ENV, hidden=(64, 256, 512), ks=(0, 1, 2, 3, 4, 5), population=POPULATION,

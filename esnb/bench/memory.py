@@ -21,7 +21,7 @@ import statistics
 import subprocess
 import sys
 
-from esnb.bench.flags import add_settings, given_settings
+from esnb.bench.flags import add_json, add_settings, given_settings
 from esnb.bench.report import Session
 from esnb.runners.es.config import ESConfig
 from esnb.settings import integer
@@ -93,8 +93,7 @@ def add_arguments(p) -> None:
     p.add_argument("--compare", default=None, metavar="DIR",
                    help="also measure the esnb in DIR (a worktree of another commit), "
                         "interleaved with this one (default: none)")
-    p.add_argument("--json", default=None,
-                   help="also write the figures to this file (default: not written)")
+    add_json(p)
 
 
 def child(mode: str, workers: int, generations: int, population: int, env: str,

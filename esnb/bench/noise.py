@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 
+from esnb.bench.flags import add_json
 from esnb.bench.report import Session
 from esnb.settings import integer
 
@@ -24,8 +25,7 @@ def add_arguments(p) -> None:
                    help="entries of the table (default: 25,000,000, esnb's default table)")
     p.add_argument("--repeats", type=integer(1), default=5,
                    help="builds of each, alternating (the median is reported)")
-    p.add_argument("--json", default=None,
-                   help="also write the figures to this file (default: not written)")
+    add_json(p)
 
 
 def measure(size: int = 25_000_000, repeats: int = 5, seed: int = 123) -> dict:

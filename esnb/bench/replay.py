@@ -23,6 +23,7 @@ import time
 import dask
 import numpy as np
 
+from esnb.bench.flags import add_json
 from esnb.bench.report import Session
 from esnb.settings import integer, number
 
@@ -40,8 +41,7 @@ def add_arguments(p) -> None:
                    help="length of each measurement")
     p.add_argument("--repeats", type=integer(1), default=3, help="measurements each (median)")
     p.add_argument("--no-cluster", action="store_true", help="in-process figures only")
-    p.add_argument("--json", default=None,
-                   help="also write the figures to this file (default: not written)")
+    add_json(p)
 
 
 def make_batch(n: int, rng: np.random.Generator) -> dict:

@@ -98,6 +98,15 @@ def set_lr(opt: torch.optim.Optimizer, lr: float) -> None:
         group["lr"] = float(lr)
 
 
+def retune(opt: torch.optim.Optimizer, lr: float | None, current: float) -> float:
+    """The step size after a learner's update call: ``lr`` (set on ``opt``) when given and
+    different from ``current``, else ``current``."""
+    if lr is None or lr == current:
+        return current
+    set_lr(opt, lr)
+    return float(lr)
+
+
 def optimizer_arrays(opt: torch.optim.Optimizer, module: nn.Module,
                      prefix: str) -> dict[str, np.ndarray]:
     """The optimizer's per-parameter state as flat arrays in ``module``'s parameter order:

@@ -20,7 +20,7 @@ import torch
 
 from esnb.rl.apex.nets import DPGSpec, dpg_td_errors  # noqa: F401 (re-exported)
 from esnb.rl.apex.torch_nets import DPGActor, DPGCritic
-from esnb.rl.optim import load_optimizer_arrays, optimizer_arrays, set_lr
+from esnb.rl.optim import load_optimizer_arrays, optimizer_arrays, retune, set_lr
 
 
 class DPGLearner:
@@ -83,12 +83,8 @@ class DPGLearner:
                ) -> tuple[np.ndarray, dict[str, Any]]:
         """One critic step and one actor step on a sampled batch; returns the TD errors
         (before the step) and diagnostics."""
-        if actor_lr is not None and actor_lr != self.actor_lr:
-            set_lr(self.actor_opt, actor_lr)
-            self.actor_lr = float(actor_lr)
-        if critic_lr is not None and critic_lr != self.critic_lr:
-            set_lr(self.critic_opt, critic_lr)
-            self.critic_lr = float(critic_lr)
+        self.actor_lr = retune(self.actor_opt, actor_lr, self.actor_lr)
+        self.critic_lr = retune(self.critic_opt, critic_lr, self.critic_lr)
         if target_period is not None:
             self.target_period = int(target_period)
         obs = torch.from_numpy(np.ascontiguousarray(batch["obs"], dtype=np.float32))

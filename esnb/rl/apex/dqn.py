@@ -31,7 +31,7 @@ from esnb.rl.apex.torch_nets import QNetwork
 from esnb.rl.constants import DQN_LOSSES as LOSSES
 from esnb.rl.constants import DQN_OPTIMIZERS as OPTIMIZERS
 from esnb.rl.constants import PAPER_RMSPROP
-from esnb.rl.optim import CenteredRMSprop, load_optimizer_arrays, optimizer_arrays, set_lr
+from esnb.rl.optim import CenteredRMSprop, load_optimizer_arrays, optimizer_arrays, retune, set_lr
 
 
 def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
@@ -113,9 +113,7 @@ class DQNLearner:
         info : dict
             ``loss``, ``q_mean``, ``grad_norm`` and whether the target network was copied.
         """
-        if lr is not None and lr != self.lr:
-            set_lr(self.opt, lr)
-            self.lr = float(lr)
+        self.lr = retune(self.opt, lr, self.lr)
         if target_period is not None:
             self.target_period = int(target_period)
         obs = torch.from_numpy(np.ascontiguousarray(batch["obs"], dtype=np.float32))
