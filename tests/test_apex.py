@@ -7,8 +7,6 @@ import numpy as np
 import pytest
 import torch
 
-from esnb.rl.apex.dpg import DPGLearner
-from esnb.rl.apex.dqn import DQNLearner
 from esnb.rl.apex.nets import (
     DPGSpec,
     QNetSpec,
@@ -20,6 +18,14 @@ from esnb.rl.apex.nets import (
 from esnb.rl.apex.nstep import NStepBuilder, apex_schedule
 from esnb.rl.apex.torch_nets import DPGActor, DPGCritic, QNetwork
 from esnb.runners.apex.actor import ActorConfig, ActorGroup
+from esnb.runners.apex.config import ApeXDPGConfig, ApeXDQNConfig
+from esnb.runners.apex.learner import dpg_learner, dqn_learner
+
+
+def dqn(spec, *, seed: int, target_period: int = 500, **settings):
+    """Ape-X DQN's learner for ``spec`` as a run builds it, from the laptop settings with
+    ``settings`` (these tests were written for a target copy every 500 updates)."""
+    return dqn_learner(ApeXDQNConfig.build(target_period=target_period, **settings), spec, seed)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -138,7 +144,7 @@ def cartpole_batch(n, rng, act_dim=None):
 
 def test_dqn_td_errors_are_double_q_nstep_targets():
     spec = QNetSpec(4, 2, (8,))
-    learner = DQNLearner(spec, seed=3, target_period=1000)
+    learner = dqn(spec, seed=3, target_period=1000)
     # make the target net differ from the online one
     with torch.no_grad():
         for p in learner.target.parameters():
@@ -164,7 +170,7 @@ def test_dqn_target_period_weights_and_state_round_trip():
     spec = QNetSpec(4, 2, (16, 16))
     rng = np.random.default_rng(1)
     b = cartpole_batch(64, rng)
-    a = DQNLearner(spec, seed=0, target_period=3, lr=1e-2)
+    a = dqn(spec, seed=0, target_period=3, lr=1e-2)
     copies = [a.update(b, np.ones(64))[1]["target_copied"] for _ in range(7)]
     assert copies == [False, False, True, False, False, True, False]
     # importance weights scale each item's loss: all zero, no loss and no gradient
@@ -174,7 +180,7 @@ def test_dqn_target_period_weights_and_state_round_trip():
     _, half = a.update(b, np.ones(64))
     assert info["loss"] > 1.5 * half["loss"]
     meta, arrays = a.state_dict()
-    c = DQNLearner(spec, seed=99, target_period=3, lr=1e-2)
+    c = dqn(spec, seed=99, target_period=3, lr=1e-2)
     c.load_state_dict(meta, arrays)
     for _ in range(4):
         td_a, _ = a.update(b, np.ones(64))
@@ -188,23 +194,23 @@ def test_learner_state_with_an_optimizer_step_per_layer_loads():
     layer tensor; the moments were laid out as the flat vector is, so such a state loads."""
     spec = QNetSpec(4, 2, (16, 16))
     b = cartpole_batch(64, np.random.default_rng(4))
-    a = DQNLearner(spec, seed=0)
+    a = dqn(spec, seed=0)
     for _ in range(3):
         a.update(b, np.ones(64))
     meta, arrays = a.state_dict()
     assert arrays["opt.step"].tolist() == [3.0]
     per_layer = dict(arrays, **{"opt.step": np.full(8, 3.0)})  # torso 2x2, value 2, advantage 2
-    c = DQNLearner(spec, seed=9)
+    c = dqn(spec, seed=9)
     c.load_state_dict(meta, per_layer)
     for _ in range(2):
         np.testing.assert_array_equal(a.update(b, np.ones(64))[0], c.update(b, np.ones(64))[0])
     with pytest.raises(ValueError, match="does not fit"):  # counts that disagree do not
-        DQNLearner(spec).load_state_dict(meta, dict(arrays, **{"opt.step": np.arange(8.0)}))
+        dqn(spec, seed=0).load_state_dict(meta, dict(arrays, **{"opt.step": np.arange(8.0)}))
 
 
 def test_dpg_learner_improves_its_critic_and_clips_the_actor_gradient():
     spec = DPGSpec(4, 1, (-2.0,), (2.0,), (32, 32), (32, 32))
-    learner = DPGLearner(spec, seed=0, actor_lr=1e-3, critic_lr=1e-3, target_period=100)
+    learner = dpg_learner(ApeXDPGConfig.build(actor_lr=1e-3, critic_lr=1e-3), spec, seed=0)
     rng = np.random.default_rng(2)
     b = cartpole_batch(128, rng, act_dim=1)
     b["discount"][:] = 0.0  # a learnable critic target: r = obs_0 + a
@@ -221,7 +227,7 @@ def test_dpg_learner_improves_its_critic_and_clips_the_actor_gradient():
     torch.nn.utils.clip_grad_value_(learner.actor.parameters(), learner.actor_clip)
     assert max(p.grad.abs().max().item() for p in learner.actor.parameters()) <= 1.0
     meta, arrays = learner.state_dict()
-    other = DPGLearner(spec, seed=5)
+    other = dpg_learner(ApeXDPGConfig.build(), spec, seed=5)
     other.load_state_dict(meta, arrays)
     np.testing.assert_array_equal(other.params(), learner.params())
 

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from esnb.rl.apex.dqn import DQNLearner, QNetSpec
+from esnb.rl.apex.dqn import QNetSpec
 from esnb.rl.optim import CenteredRMSprop
 from esnb.runners.apex.config import ApeXDPGConfig, ApeXDQNConfig
+from esnb.runners.apex.learner import dqn_learner
 
 
 def test_variant_defaults_are_declared_once_per_variant():
@@ -126,21 +127,20 @@ def test_dqn_learner_with_the_paper_optimizer_learns_and_checkpoints():
          "next_obs": rng.standard_normal((64, 4)).astype(np.float32),
          "action": rng.integers(0, 2, 64), "discount": np.zeros(64, np.float32)}
     b["reward"] = b["obs"][:, 0].copy()  # a learnable target: q(s, a) = s_0
-    a = DQNLearner(spec, seed=0, optimizer="rmsprop_centered", lr=1e-3, loss="mse",
-                   target_period=10)
+    paper = ApeXDQNConfig.build("paper", lr=1e-3, target_period=10)
+    a = dqn_learner(paper, spec, seed=0)
     first, _ = a.update(b, np.ones(64))
     for _ in range(300):
         td, _ = a.update(b, np.ones(64))
     assert np.abs(td).mean() < 0.5 * np.abs(first).mean()
     meta, arrays = a.state_dict()
     assert meta["optimizer"] == "rmsprop_centered" and "opt.mean_square" in arrays
-    c = DQNLearner(spec, seed=9, optimizer="rmsprop_centered", lr=1e-3, loss="mse",
-                   target_period=10)
+    c = dqn_learner(paper, spec, seed=9)
     c.load_state_dict(meta, arrays)
     for _ in range(3):
         np.testing.assert_array_equal(a.update(b, np.ones(64))[0], c.update(b, np.ones(64))[0])
     with pytest.raises(ValueError, match="adam"):
-        DQNLearner(spec, seed=0).load_state_dict(meta, arrays)
+        dqn_learner(ApeXDQNConfig.build(), spec, seed=0).load_state_dict(meta, arrays)
 
 
 # -- command line ----------------------------------------------------------------------------

@@ -19,12 +19,19 @@ from esnb.rl.impala.learner import (
 )
 from esnb.rl.impala.unrolls import UnrollQueue
 from esnb.rl.impala.vtrace import vtrace
+from esnb.runners.impala.config import ImpalaConfig
 from esnb.runners.impala.tasks import ActorConfig, drop_actors, impala_evaluate, impala_unrolls
+
+
+def learner_of(spec, flat, obs_norm: bool = False, **settings):
+    """IMPALA's learner as a run builds it, from the laptop settings with ``settings``."""
+    from esnb.runners.impala.runner import impala_learner
+
+    return impala_learner(ImpalaConfig.build(obs_norm=obs_norm, **settings), spec, flat)
 
 
 def loss_config(**changes) -> LossConfig:
     """The loss's coefficients as a run takes them (IMPALA's laptop preset), with ``changes``."""
-    from esnb.runners.impala.config import ImpalaConfig
 
     return LossConfig.of(ImpalaConfig.build(), **changes)
 
@@ -243,12 +250,12 @@ def test_reward_clipping_enters_vtrace_before_scaling_and_bootstrapping(cartpole
 
 def test_rmsprop_epsilon_and_decay_are_settings(cartpole):
     spec, flat = cartpole
-    learner = ImpalaLearner(spec, flat, optimizer="rmsprop", rmsprop_eps=0.01,
-                            rmsprop_decay=0.95)
+    learner = learner_of(spec, flat, optimizer="rmsprop", rmsprop_eps=0.01,
+                         rmsprop_decay=0.95)
     group = learner.opt.param_groups[0]
     assert isinstance(learner.opt, torch.optim.RMSprop)
     assert (group["eps"], group["alpha"], group["momentum"]) == (0.01, 0.95, 0)
-    default = ImpalaLearner(spec, flat, optimizer="rmsprop").opt.param_groups[0]
+    default = learner_of(spec, flat, optimizer="rmsprop").opt.param_groups[0]
     assert (default["eps"], default["alpha"]) == (0.1, 0.99)  # the released code's
 
 
@@ -268,7 +275,7 @@ def test_loss_gradient_and_learner_step(cartpole):
     expected = 0.5 * 0.5 * float((vt.vs - x["values"][:5].detach()).square().sum())
     assert stats["baseline_loss"] == pytest.approx(expected, rel=1e-5)
 
-    learner = ImpalaLearner(spec, flat, lr=1e-2)
+    learner = learner_of(spec, flat, lr=1e-2)
     before = learner.flat
     out = learner.step(batch, loss_config(), lr=1e-2, max_grad_norm=1.0)
     assert learner.version == 1 and out["grad_norm"] > 0
@@ -285,11 +292,11 @@ def test_learner_state_round_trip(cartpole, optimizer):
     q = UnrollQueue()
     for v in range(3):
         q.add(fake_result(5, 4, v, seed=v))
-    learner = ImpalaLearner(spec, flat, optimizer=optimizer, obs_norm=True)
+    learner = learner_of(spec, flat, optimizer=optimizer, obs_norm=True)
     learner.step(q.take(4, 5), loss_config(), lr=1e-3)
     meta, arrays = learner.state_dict()
-    other = ImpalaLearner(spec, init_actor_critic(spec, np.random.default_rng(9)),
-                          optimizer=optimizer, obs_norm=True)
+    other = learner_of(spec, init_actor_critic(spec, np.random.default_rng(9)),
+                       optimizer=optimizer, obs_norm=True)
     other.load_state_dict(meta, arrays)
     b = q.take(4, 5)
     learner.step(b, loss_config(), lr=1e-3)
@@ -298,4 +305,6 @@ def test_learner_state_round_trip(cartpole, optimizer):
     assert learner.version == other.version == 2
     np.testing.assert_array_equal(learner.obs_stats.mean, other.obs_stats.mean)
     with pytest.raises(ValueError, match="optimizer must be one of"):
-        ImpalaLearner(spec, flat, optimizer="sgd")
+        cfg = ImpalaConfig.build()
+        ImpalaLearner(spec, flat, lr=cfg.lr, optimizer="sgd", obs_norm=False,
+                      rmsprop_eps=cfg.rmsprop_eps, rmsprop_decay=cfg.rmsprop_decay)

@@ -43,9 +43,8 @@ class DPGLearner:
         Seeds the initial parameters.
     """
 
-    def __init__(self, spec: DPGSpec, *, actor_lr: float = 1e-4, critic_lr: float = 1e-4,
-                 target_period: int = 100, actor_clip: float = 1.0,
-                 critic_grad_clip: float | None = None, seed: int = 0):
+    def __init__(self, spec: DPGSpec, *, actor_lr: float, critic_lr: float, target_period: int,
+                 actor_clip: float, critic_grad_clip: float | None, seed: int):
         if int(target_period) < 1:
             raise ValueError(f"target_period must be >= 1, got {target_period!r}")
         if not actor_clip > 0:

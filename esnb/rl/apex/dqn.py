@@ -69,9 +69,8 @@ class DQNLearner:
         Seeds the initial parameters (a private ``torch.Generator``).
     """
 
-    def __init__(self, spec: QNetSpec, *, lr: float = 1e-3, grad_clip: float = 40.0,
-                 target_period: int = 500, loss: str = "huber", double: bool = True,
-                 optimizer: str = "adam", seed: int = 0):
+    def __init__(self, spec: QNetSpec, *, lr: float, grad_clip: float, target_period: int,
+                 loss: str, double: bool, optimizer: str, seed: int):
         if loss not in LOSSES:
             raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
         if not grad_clip > 0:

@@ -217,9 +217,8 @@ class ImpalaLearner:
     ``rmsprop_eps`` is torch's.
     """
 
-    def __init__(self, spec: ActorCriticSpec, flat: np.ndarray, lr: float = 1e-3,
-                 optimizer: str = "adam", obs_norm: bool = False, rmsprop_eps: float = 0.1,
-                 rmsprop_decay: float = 0.99):
+    def __init__(self, spec: ActorCriticSpec, flat: np.ndarray, *, lr: float, optimizer: str,
+                 obs_norm: bool, rmsprop_eps: float, rmsprop_decay: float):
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
         self.spec = spec

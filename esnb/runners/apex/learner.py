@@ -27,10 +27,13 @@ def build_dqn(cfg, obs_dim: int, act_space, seed: int):
         raise ValueError(f"Ape-X DQN needs discrete actions; {cfg.env} has {act_space} "
                          f"(use ApeXDPG)")
     net = QNetSpec(obs_dim, int(act_space.n), cfg.hidden, dueling=cfg.dueling)
-    learner = DQNLearner(net, lr=cfg.lr, grad_clip=cfg.grad_clip,
-                         target_period=cfg.target_period, loss=cfg.loss, double=cfg.double,
-                         optimizer=cfg.optimizer, seed=seed)
-    return net, learner, transition_spec(obs_dim)
+    return net, dqn_learner(cfg, net, seed), transition_spec(obs_dim)
+
+
+def dqn_learner(cfg, net: QNetSpec, seed: int) -> DQNLearner:
+    """The DQN learner of settings ``cfg`` (an Ape-X DQN config) for ``net``."""
+    return DQNLearner(net, lr=cfg.lr, grad_clip=cfg.grad_clip, target_period=cfg.target_period,
+                      loss=cfg.loss, double=cfg.double, optimizer=cfg.optimizer, seed=seed)
 
 
 def build_dpg(cfg, obs_dim: int, act_space, seed: int):
@@ -39,10 +42,14 @@ def build_dpg(cfg, obs_dim: int, act_space, seed: int):
         raise ValueError(f"Ape-X DPG needs Box actions; {cfg.env} has {act_space}")
     net = DPGSpec(obs_dim, int(np.prod(act_space.shape)), tuple(np.ravel(act_space.low)),
                   tuple(np.ravel(act_space.high)), cfg.actor_hidden, cfg.critic_hidden)
-    learner = DPGLearner(net, actor_lr=cfg.actor_lr, critic_lr=cfg.critic_lr,
-                         target_period=cfg.target_period, actor_clip=cfg.actor_clip,
-                         critic_grad_clip=cfg.critic_grad_clip, seed=seed)
-    return net, learner, transition_spec(obs_dim, (net.act_dim,), "float32")
+    return net, dpg_learner(cfg, net, seed), transition_spec(obs_dim, (net.act_dim,), "float32")
+
+
+def dpg_learner(cfg, net: DPGSpec, seed: int) -> DPGLearner:
+    """The DPG learner of settings ``cfg`` (an Ape-X DPG config) for ``net``."""
+    return DPGLearner(net, actor_lr=cfg.actor_lr, critic_lr=cfg.critic_lr,
+                      target_period=cfg.target_period, actor_clip=cfg.actor_clip,
+                      critic_grad_clip=cfg.critic_grad_clip, seed=seed)
 
 
 class ChunkLearner:

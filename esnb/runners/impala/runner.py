@@ -103,10 +103,7 @@ class Impala(Runner):
         init_rng = np.random.Generator(np.random.PCG64(seeds[0]))
         # actors draw from SeedSequence([actor_seed, slot, task]): own streams per slot
         actor_seed = int(np.random.Generator(np.random.PCG64(seeds[2])).integers(2**31 - 1))
-        self.learner = ImpalaLearner(spec, init_actor_critic(spec, init_rng), lr=cfg.lr,
-                                     optimizer=cfg.optimizer, obs_norm=cfg.obs_norm,
-                                     rmsprop_eps=cfg.rmsprop_eps,
-                                     rmsprop_decay=cfg.rmsprop_decay)
+        self.learner = impala_learner(cfg, spec, init_actor_critic(spec, init_rng))
 
         self.executor = make_executor(client)
         self._run = f"{self.name}-{uuid.uuid4().hex[:8]}"
@@ -376,3 +373,10 @@ class Impala(Runner):
 def _fresh_recent() -> dict:
     """What actors reported since the last history row."""
     return {"returns": [], "lengths": [], "frames": 0, "tasks": 0}
+
+
+def impala_learner(cfg, spec, flat) -> ImpalaLearner:
+    """The learner of settings ``cfg`` (an IMPALA config whose ``obs_norm`` is resolved) for
+    the actor-critic ``spec`` with parameters ``flat``."""
+    return ImpalaLearner(spec, flat, lr=cfg.lr, optimizer=cfg.optimizer, obs_norm=cfg.obs_norm,
+                         rmsprop_eps=cfg.rmsprop_eps, rmsprop_decay=cfg.rmsprop_decay)
