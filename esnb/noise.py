@@ -29,9 +29,6 @@ import numpy as np
 from esnb import normals
 from esnb.shm import Block, open_block
 
-DEFAULT_SIZE = 25_000_000
-DEFAULT_SEED = 123
-
 
 @dataclass(frozen=True)
 class NoiseConfig:
@@ -40,12 +37,14 @@ class NoiseConfig:
     Attributes
     ----------
     size : int
-        Number of float32 entries. esnb's default is 25M (100 MB per process); OpenAI's
+        Number of float32 entries (:meth:`configured`: esnb's default, dask config
+        ``esnb.noise.size``, is 25M: 100 MB per process); OpenAI's
         released code used 250M (1 GB: ``es_distributed/es.py``, ``count = 250000000``), which
         ``ES(preset="paper")`` selects. A table must be larger than the parameter count of the
         policies that draw from it.
     seed : int
-        Seed of the stream that fills the table (:mod:`esnb.normals`).
+        Seed of the stream that fills the table (:mod:`esnb.normals`; default: dask config
+        ``esnb.noise.seed``).
     digest : str, optional
         The SHA-256 the table must have (the driver's, sent to its workers): a table with
         another refuses to be used (:class:`NoiseTableMismatch`). None: not checked.
@@ -53,14 +52,23 @@ class NoiseConfig:
         Who built the driver's table (numpy and esnb versions, host), for that error.
     """
 
-    size: int = DEFAULT_SIZE
-    seed: int = DEFAULT_SEED
+    size: int
+    seed: int
     digest: str | None = field(default=None, compare=False)
     origin: str = field(default="", compare=False)
 
     def __post_init__(self):
         if int(self.size) < 2:
             raise ValueError(f"noise table size must be >= 2, got {self.size}")
+
+    @classmethod
+    def configured(cls, size: int | None = None, seed: int | None = None) -> NoiseConfig:
+        """``size`` and ``seed``, each None taken from esnb's dask config (``esnb.noise.size``,
+        ``esnb.noise.seed``: their defaults are written once, in ``esnb.yaml``)."""
+        from esnb import config
+
+        return cls(int(config.get("noise.size") if size is None else size),
+                   int(config.get("noise.seed") if seed is None else seed))
 
     def expecting(self, table: NoiseTable) -> NoiseConfig:
         """This config, requiring ``table``'s values (its digest) wherever it is used."""
@@ -106,7 +114,7 @@ class NoiseTable:
         names the shared-memory directory instead of ``ESNB_SHM_DIR`` / ``/dev/shm``.
     """
 
-    def __init__(self, config: NoiseConfig = NoiseConfig(), shared: bool | str = False):
+    def __init__(self, config: NoiseConfig, shared: bool | str = False):
         self.config = config
         if shared is False:
             out = np.empty(config.size, dtype=np.float32)
@@ -203,7 +211,7 @@ _TABLES: dict[str, NoiseTable] = {}
 _TABLES_LOCK = threading.Lock()
 
 
-def get_noise_table(config: NoiseConfig = NoiseConfig()) -> NoiseTable:
+def get_noise_table(config: NoiseConfig) -> NoiseTable:
     """The process-wide table for ``config``: the host's shared copy, mapped on first use
     (built by the first process of the host: ~0.5 s for 25M entries).
 

@@ -52,7 +52,7 @@ def test_squared_norms_exact_in_float64():
 
 def test_bad_size():
     with pytest.raises(ValueError, match="size"):
-        NoiseConfig(size=1)
+        NoiseConfig(size=1, seed=0)
 
 
 def test_plugin_builds_the_same_table_on_every_worker(client):

@@ -21,15 +21,22 @@ from esnb.settings import integer
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--size", type=integer(2), default=25_000_000,
-                   help="entries of the table (default: 25,000,000, esnb's default table)")
+    p.add_argument("--size", type=integer(2), default=None,
+                   help="entries of the table (default: esnb's table, dask config "
+                        "esnb.noise.size)")
     p.add_argument("--repeats", type=integer(1), default=5,
                    help="builds of each, alternating (the median is reported)")
     add_json(p)
 
 
-def measure(size: int = 25_000_000, repeats: int = 5, seed: int = 123) -> dict:
+def measure(size: int | None = None, repeats: int = 5, seed: int | None = None) -> dict:
+    """Build times of the table of ``size`` entries from ``seed`` (None: esnb's configured
+    table's)."""
     from esnb import normals
+    from esnb.noise import NoiseConfig
+
+    table = NoiseConfig.configured(size, seed)
+    size, seed = table.size, table.seed
 
     out = np.empty(int(size), dtype=np.float32)
     times: dict[str, list[float]] = {"esnb": [], "numpy": [], "sha256": []}
@@ -58,4 +65,4 @@ def run(args) -> int:
     print(f"  numpy Generator.standard_normal (esnb's table before) {s['numpy']:.3f} s")
     print(f"  ratio {r['ratio']:.2f}x; SHA-256 of the table (recorded by its builder) "
           f"{s['sha256']:.3f} s")
-    return session.done(args, r, rerun=f"esnb bench noise --size {args.size}")
+    return session.done(args, r, rerun=f"esnb bench noise --size {r['size']}")

@@ -30,15 +30,12 @@ from typing import Any
 
 import numpy as np
 
-from esnb import config
 from esnb.controls import ControlSnapshot
 from esnb.envs.make import env_spaces
 from esnb.envs.obs_stats import ObsStats
 from esnb.es.openai_es import OpenAIES, Step
 from esnb.nets.policy import PolicySpec, init_params
 from esnb.noise import (
-    DEFAULT_SEED,
-    DEFAULT_SIZE,
     NoiseConfig,
     drop_noise_table,
     get_noise_table,
@@ -95,9 +92,7 @@ class ES(Runner):
     def __init__(self, env: str | None = None, *, client=None, preset: str = "laptop",
                  config: ESConfig | None = None, name: str | None = None, **settings: Any):
         cfg = self.make_config(env, preset, config, **settings)
-        noise = NoiseConfig(
-            size=int(config_or(cfg.noise_size, "noise.size", DEFAULT_SIZE)),
-            seed=int(config_or(cfg.noise_seed, "noise.seed", DEFAULT_SEED)))
+        noise = NoiseConfig.configured(cfg.noise_size, cfg.noise_seed)
         cfg = cfg.replace(noise_size=noise.size, noise_seed=noise.seed)
         super().__init__(cfg, name=name)
         self.executor = make_executor(client)
@@ -334,11 +329,6 @@ class ES(Runner):
 
     def _load_state_dict(self, meta, arrays):
         load_run_state(self, meta, arrays)
-
-
-def config_or(value, key: str, default):
-    """``value``, else dask config ``esnb.<key>``, else ``default``."""
-    return config.get(key, default) if value is None else value
 
 
 def _obs_sums(merged: dict, valid: np.ndarray):
