@@ -37,20 +37,25 @@ demo: install
 test: install-test
 	$(PY) -m pytest -q -rs
 
-# JupyterLab (with Dask's panes) on the tutorials; saved outputs never reach a commit
+# JupyterLab (with Dask's panes) on the tutorials, as a user or as root (scripts/lab); saved
+# outputs never reach a commit
 lab: install-lab notebook-filter
-	$(PY) -m jupyterlab tutorials
+	PY="$(PY)" scripts/lab tutorials
 
 # A git filter that strips outputs and execution counts from notebooks as they are staged
 # (cell ids kept: the stored notebooks are exactly what it produces). JupyterLab autosaves
-# outputs into the working copy; `git diff` and commits never see them.
+# outputs into the working copy; `git diff` and commits never see them. The filter names the
+# interpreter that has nbstripout by its full path, so git works from a shell where that
+# environment is not active; it is not `required`, so a removed environment makes git warn
+# instead of refusing every command on a notebook (`make lint` refuses stored outputs).
 notebook-filter:
 	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
-	  git config filter.nbstripout.clean '"$(PY)" -m nbstripout --keep-id' && \
+	  py="$$($(PY) -c 'import sys; print(sys.executable)')" && \
+	  git config filter.nbstripout.clean "'$$py' -m nbstripout --keep-id" && \
 	  git config filter.nbstripout.smudge cat && \
-	  git config filter.nbstripout.required true && \
-	  git config diff.ipynb.textconv '"$(PY)" -m nbstripout --keep-id -t' && \
-	  echo "notebook outputs are stripped when staged (git filter nbstripout, .gitattributes)"; \
+	  git config filter.nbstripout.required false && \
+	  git config diff.ipynb.textconv "'$$py' -m nbstripout --keep-id -t" && \
+	  echo "notebook outputs are stripped when staged (git filter nbstripout with $$py)"; \
 	fi
 
 # ruff, and the notebooks as committed: no outputs, no execution counts

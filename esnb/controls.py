@@ -22,6 +22,16 @@ from typing import Any
 KINDS = ("float", "int", "bool", "choice", "str")
 
 
+def bound(x: float) -> str:
+    """A bound as its declaration writes it: ``2**29``, ``100,000,000``, ``0.5``, ``1e-08``."""
+    if float(x).is_integer() and abs(x) < 2**63:
+        n = int(x)
+        if n >= 1024 and n & (n - 1) == 0:
+            return f"2**{n.bit_length() - 1}"
+        return f"{n:,}"
+    return f"{x:g}"
+
+
 @dataclass(frozen=True)
 class Control:
     """One hyperparameter.
@@ -77,8 +87,8 @@ class Control:
             return "True or False"
         if self.kind == "str":
             return "a string"
-        lo = "-inf" if self.low is None else f"{self.low:g}"
-        hi = "inf" if self.high is None else f"{self.high:g}"
+        lo = "-inf" if self.low is None else bound(self.low)
+        hi = "inf" if self.high is None else bound(self.high)
         left = "(" if self.low is None or self.low_open else "["
         right = ")" if self.high is None or self.high_open else "]"
         what = "an integer" if self.kind == "int" else "a number"

@@ -323,4 +323,4 @@ def history_figure(history: pd.DataFrame, changes: pd.DataFrame | None = None,
 def plot(runner):
     """The figure of ``runner``'s history so far (bokeh; ``runner.final_evaluation`` starred)."""
     return history_figure(runner.history, runner.changes,
-                          title=f"{runner.algorithm} {runner.name}", runner=runner)
+                          title=f"{runner.title} {runner.name}", runner=runner)

@@ -209,7 +209,7 @@ def write_run_folder(runner, out: str | os.PathLike, summary: dict | None = None
         from bokeh.resources import INLINE
 
         fig = runner.plot()
-        html = file_html(fig, INLINE, title=f"esnb {runner.algorithm} {runner.name}")
+        html = file_html(fig, INLINE, title=f"esnb {runner.title} {runner.name}")
         (out / "plot.html").write_text(html)
     except Exception:
         log.exception("could not draw the plot of %s", runner.name)

@@ -51,6 +51,7 @@ def run(client, tmp_path_factory):
     runner.close()
 
 
+@pytest.mark.slow
 def test_async_loop_keeps_in_flight_and_applies_each_result_once(run):
     runner, mu0, _ = run
     h = runner.history
@@ -163,6 +164,7 @@ def test_checkpoint_round_trip_continues(run, client):
         loaded.close()
 
 
+@pytest.mark.slow
 def test_closing_a_finished_run_waits_for_its_cancelled_individuals(client):
     """A run that spent its budget cancels the individuals in flight, but Dask cannot stop a
     running task: they still push transitions. The replay is released only once they have left
@@ -211,6 +213,7 @@ def _inline_run(seed: int, env_steps: int = 1000) -> AESRL:
     return runner
 
 
+@pytest.mark.slow
 def test_inline_aesrl_is_reproducible_and_keeps_its_books():
     """In this process every task has finished when it is submitted: no cluster, and the same
     seed gives the same run (two individuals in flight, so updates are still one behind)."""
@@ -296,6 +299,7 @@ def _esnb(*args, timeout=600):
                           text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_cli_help_and_a_tiny_inline_run(tmp_path):
     text = " ".join(_esnb("train", "aesrl", "--help").stdout.split())
     for flag, shown in (("--batch-size", "[default: 100; paper: 256]"),

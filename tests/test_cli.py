@@ -4,6 +4,7 @@ import argparse
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -124,8 +125,11 @@ def _commands(parser, path=("esnb",)):
 
 def test_every_command_has_a_description_and_every_flag_a_default_and_a_sentence():
     """`esnb --help`, `esnb demo --help`, `esnb train <algo> --help`, `esnb bench <name>
-    --help`...: plain text (no RST markup), whole one-line summaries, every flag with a help
-    and its default."""
+    --help`...: plain text (no RST markup, 2**29 kept), whole one-line summaries, every flag
+    with a help and its default in one style, numbers as written, every paper value with its
+    reason, and the bracket explained."""
+    import re
+
     from esnb.cli import build_parser
     from esnb.cli.helptext import first_sentence
 
@@ -135,8 +139,13 @@ def test_every_command_has_a_description_and_every_flag_a_default_and_a_sentence
         text = parser.format_help()
         if not parser.description:
             problems.append(f"{command}: no description")
-        if "``" in text or ":class:" in text or "**" in text:
+        if "``" in text or ":class:" in text or re.search(r"(?<!\w)\*\*\w", text):
             problems.append(f"{command}: docstring markup in --help")
+        if re.search(r"\de\+\d\d", text):
+            problems.append(f"{command}: a number in e-notation")
+        if path[:2] == ("esnb", "train") and len(path) == 3 \
+                and "esnb docs settings" not in " ".join(text.split()):
+            problems.append(f"{command}: the [default; paper; live] legend is missing")
         if summary is not None and (summary != first_sentence(parser.description)
                                     or not summary.rstrip(")").endswith((".", ")"))):
             problems.append(f"{command}: one-line help {summary!r} is not its first sentence")
@@ -150,6 +159,13 @@ def test_every_command_has_a_description_and_every_flag_a_default_and_a_sentence
                 problems.append(f"{command} {flag}: no sentence of help")
             if "default" not in help_text.lower():
                 problems.append(f"{command} {flag}: no default in {help_text!r}")
+            bracket = re.search(r"\[default: [^\[\]]*\]( -- laptop vs paper: .*)?$",
+                                help_text.strip())
+            if bracket is None or "default:" in help_text[:bracket.start()]:
+                problems.append(f"{command} {flag}: its default is not said once, in the "
+                                f"[default: ...] at its end: {help_text!r}")
+            if "; paper: " in help_text and "laptop vs paper: " not in help_text:
+                problems.append(f"{command} {flag}: a paper value without its reason")
             if action.choices and parser.format_usage().count("{") == 0:
                 problems.append(f"{command} {flag}: choices not shown")
     assert not problems, "\n".join(problems)
@@ -165,6 +181,19 @@ def test_first_sentence_is_whole():
         "Ape-X on a LocalCluster: CartPole-v1 and InvertedPendulum-v5, timed."
     assert plain("a :class:`~esnb.replay.server.ReplayServer`, ``env.step`` and **x**") == \
         "a ReplayServer, env.step and x"
+    assert plain("at most 2**29 entries, **not** 2**30") == "at most 2**29 entries, not 2**30"
+
+
+def test_help_renders_bounds_as_written(capsys):
+    from esnb.cli import main
+    from esnb.controls import bound
+
+    assert [bound(x) for x in (2**29, 1e8, 100_000, 0.5, 1e-8, 1.0)] == \
+        ["2**29", "100,000,000", "100,000", "0.5", "1e-08", "1"]
+    assert main(["train", "es", "--noise-size", str(2**29 + 1)]) == 2
+    assert "noise_size must be an integer in [1, 2**29], or None" in capsys.readouterr().err
+    page = (Path(__file__).resolve().parents[1] / "docs" / "settings.md").read_text()
+    assert "[1, 2**29]" in page and "e+0" not in page
 
 
 def test_progress_bar_one_named_rate_the_budget_note_and_100_percent_when_passed(tmp_path):

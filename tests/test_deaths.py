@@ -18,6 +18,8 @@ from test_survive import saved_iteration, start, wait_for_generation
 
 from esnb.cluster.deaths import ECHO_FILTER, death_line
 
+pytestmark = pytest.mark.slow  # every test here starts a cluster or a CLI run
+
 RUNS = {
     "es": ["train", "es", "--env", "HalfCheetah-v5", "--max-episode-steps", "200",
            "--population", "16", "--noise-size", "1000000", "--generations", "100000"],

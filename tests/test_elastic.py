@@ -6,6 +6,7 @@ import logging
 import time
 
 import numpy as np
+import pytest
 
 from esnb.cluster import make_client
 from esnb.runners.es import ES
@@ -23,6 +24,7 @@ def _wait_for(cond, runner, timeout=120.0):
         time.sleep(0.02)
 
 
+@pytest.mark.slow
 def test_es_keeps_going_while_workers_come_and_go():
     c = make_client(2, dashboard_address=":0", set_as_default=False, silence_logs=logging.ERROR)
     try:

@@ -54,6 +54,7 @@ for name, cls in [("NaNSome", NaNRewardOnSomeSeeds), ("NaNAll", AlwaysNaN),
                  max_episode_steps=500)
 
 
+@pytest.mark.slow
 def test_learns_cartpole_inline():
     r = ES("CartPole-v1", population=40, sigma=0.1, lr=0.05, seed=0, **SMALL)
     r.step(40)

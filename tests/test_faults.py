@@ -22,6 +22,8 @@ import pytest
 from esnb.cluster import make_client
 from esnb.runners.es import ES
 
+pytestmark = pytest.mark.slow  # every test here starts a cluster or a CLI run
+
 # fixed-length episodes, one pair per task (~50 ms): a generation keeps both workers busy
 CFG = dict(env="HalfCheetah-v5", population=16, sigma=0.05, lr=0.03, seed=7,
            max_episode_steps=500, obs_stat_prob=0.5, eval_interval=2, eval_episodes=2,

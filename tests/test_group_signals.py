@@ -165,6 +165,8 @@ runner.wait()
 """
 AFTER = """
 import time
+
+pytestmark = pytest.mark.slow  # every test here starts a cluster or a CLI run
 seen = runner.iteration
 while runner.iteration < seen + 3:  # the run goes on
     time.sleep(0.05)

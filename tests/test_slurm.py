@@ -18,7 +18,7 @@ import dask.config
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 
 def slurm_unavailable() -> str | None:

@@ -59,6 +59,7 @@ def theta(folder: Path) -> np.ndarray:
     return load_checkpoint(folder / "checkpoint.npz")[1]["theta"]
 
 
+@pytest.mark.slow
 def test_a_run_killed_with_sigkill_resumes_bitwise(tmp_path):
     """SIGKILL of the driver mid-run, then --resume of its folder: the generations after the
     last checkpoint are recomputed identically and the run ends where an uninterrupted one
@@ -82,6 +83,7 @@ def test_a_run_killed_with_sigkill_resumes_bitwise(tmp_path):
     assert np.array_equal(a.return_mean.to_numpy(), b.return_mean.to_numpy())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_interrupts_leave_a_checkpoint_and_one_line(tmp_path, sig, code):
     out = tmp_path / "run"
@@ -113,6 +115,7 @@ def test_a_second_ctrl_c_exits_at_once(tmp_path):
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_resume_applies_live_settings_and_refuses_fixed_ones(tmp_path):
     out = tmp_path / "run"
     assert esnb(*RUN, "--generations", "2", "--out", str(out)).returncode == 0

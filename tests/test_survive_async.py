@@ -23,6 +23,8 @@ import pytest
 
 from esnb.record import CheckpointError, load_checkpoint
 
+pytestmark = pytest.mark.slow  # every test here starts a cluster or a CLI run
+
 QUIET = ["--final-eval", "0", "--no-progress"]
 AESRL = ["train", "aesrl", "--env", "InvertedPendulum-v5", "--actor-hidden", "16", "16",
          "--critic-hidden", "16", "16", "--rl-start-step", "150", "--critic-chunk", "50",

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -99,19 +100,64 @@ def test_notebook_check_reads_what_git_stores(repo):
     assert _check(repo).returncode == 0
 
 
-def test_make_notebook_filter_strips_outputs_when_staged(repo):
+def test_make_notebook_filter_strips_outputs_when_staged_with_the_environment_inactive(repo):
+    """`make lab` installs the filter from its environment; git then runs it from a shell where
+    that environment is not active (PATH without it: another python3, or none)."""
     pytest.importorskip("nbstripout")
     p = subprocess.run(["make", "-s", "-f", str(ROOT / "Makefile"), "notebook-filter",
-                        f"PY={sys.executable}"], cwd=repo, capture_output=True, text=True,
-                       timeout=60)
+                        "PY=python3"], cwd=repo, capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PATH": f"{Path(sys.executable).parent}:"
+                                                  f"{os.environ['PATH']}"})
     assert p.returncode == 0, p.stderr
+    assert _git(repo, "config", "filter.nbstripout.required").strip() == "false"
     nb = repo / "nb.ipynb"
     nb.write_text(_notebook(with_outputs=True))
-    _git(repo, "add", "nb.ipynb")
+    inactive = {**os.environ, "PATH": "/usr/bin:/bin"}  # the system's python3, if any
+    subprocess.run(["git", "add", "nb.ipynb"], cwd=repo, check=True, env=inactive,
+                   capture_output=True)
     stored = _git(repo, "show", ":nb.ipynb")
     assert stored == _notebook(with_outputs=False)  # byte for byte, cell id kept
     assert _check(repo).returncode == 0
     assert json.loads(nb.read_text())["cells"][0]["outputs"]  # the working copy keeps them
+    _git(repo, "commit", "-qm", "nb")
+    nb.write_text(_notebook(with_outputs=True).replace("print(1)", "print(2)"))
+    diff = subprocess.run(["git", "diff"], cwd=repo, env=inactive, capture_output=True,
+                          text=True, check=True).stdout
+    assert "print(2)" in diff and "execution_count" not in diff  # textconv'd, not raw
+
+
+@pytest.mark.slow
+def test_make_lab_starts_jupyterlab_as_whoever_runs_it(tmp_path):
+    """scripts/lab (what `make lab` runs): JupyterLab serves the tutorials, also as root, where
+    Jupyter refuses to start without --allow-root."""
+    import socket
+    import urllib.request
+
+    pytest.importorskip("jupyterlab")
+    with socket.socket() as sock:  # a free port (Jupyter's --port=0 prints no usable one)
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "PY": sys.executable, "HOME": str(tmp_path),
+           "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+           "JUPYTER_CONFIG_DIR": str(tmp_path / "config")}
+    log = tmp_path / "lab.log"
+    with log.open("w") as err:
+        lab = subprocess.Popen([str(ROOT / "scripts" / "lab"), "--no-browser", f"--port={port}",
+                                "--IdentityProvider.token=t", str(ROOT / "tutorials")],
+                               env=env, stderr=err, stdout=err)
+    try:
+        while "is running at" not in log.read_text():  # the server says it listens
+            assert lab.poll() is None, log.read_text()
+            time.sleep(0.2)
+        url = f"http://127.0.0.1:{port}/api/contents?token=t"
+        with urllib.request.urlopen(url, timeout=60) as r:
+            names = {item["name"] for item in json.loads(r.read())["content"]}
+        assert "01_evolution_strategies.ipynb" in names
+        if os.geteuid() == 0:
+            assert "started with --allow-root" in log.read_text()
+    finally:
+        lab.terminate()
+        lab.wait(timeout=60)
 
 
 def test_pytest_says_why_a_test_was_skipped(tmp_path):
@@ -123,3 +169,20 @@ def test_pytest_says_why_a_test_was_skipped(tmp_path):
                         "test_skip.py"], cwd=tmp_path, capture_output=True, text=True,
                        timeout=120, env=env)
     assert "SKIPPED [1] test_skip.py:4: no Chromium on this machine" in p.stdout, p.stdout
+
+
+def test_docs_stand_on_their_own_and_the_map_names_every_runner_module():
+    """A clone has no ../shared folder and no issue tracker: the docs and notebooks cite
+    papers and commits, not those; docs/DESIGN.md's map names every module of esnb/runners."""
+    import re
+
+    texts = {p: p.read_text() for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md"),
+                                        *(ROOT / "notebooks").glob("*.ipynb"),
+                                        *(ROOT / "tutorials").glob("*.ipynb")]}
+    for path, text in texts.items():
+        assert "../shared" not in text, path
+        assert not re.search(r"\bissue \d+", text, re.IGNORECASE), path
+    design = (ROOT / "docs" / "DESIGN.md").read_text()
+    missing = [str(p.relative_to(ROOT)) for p in (ROOT / "esnb" / "runners").rglob("*.py")
+               if p.name != "__init__.py" and p.stem not in design]
+    assert not missing, f"docs/DESIGN.md's map leaves out {missing}"

@@ -72,7 +72,7 @@ def test_refused_value_reverts_widget_and_leaves_the_runner_untouched(es_runner)
         assert "population must be even" in panel.message.value
         assert box.value == 20  # snapped back to the value in force
         box.value = 1
-        assert "population must be an integer in [2, 100000]" in panel.message.value
+        assert "population must be an integer in [2, 100,000]" in panel.message.value
         assert box.value == 20
         panel.fields["lr"].value = 0.02  # a good value still goes through afterwards
         es_runner.wait(120)

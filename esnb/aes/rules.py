@@ -1,8 +1,8 @@
 """AES-RL's asynchronous update rules as small pure functions in registries.
 
 Lee et al. 2020, "An Efficient Asynchronous Method for Integrating Evolutionary and Gradient-based
-Policy Search" (AES-RL), sections 3.2-3.4 and appendix C. The paper's formulas are restated in
-esnb's issue 7; where the paper is silent or garbled, the authors' released code decided, and
+Policy Search" (AES-RL), sections 3.2-3.4 and appendix C. The paper's formulas are restated
+below; where the paper is silent or garbled, the authors' released code decided, and
 every such choice is written next to the rule below.
 
 A population distribution ``N(mu, diag(var))`` is updated after *each* evaluated individual

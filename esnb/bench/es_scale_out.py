@@ -22,7 +22,7 @@ Reported per worker count and policy size (medians over the measured generations
   first generation, is the design);
 - the workers that ran a generation's tasks (every one, when there are as many tasks).
 
-Targets (issue 17): overhead <= 50 ms with 8 workers and <= 150 ms with 32; bytes per
+Targets: overhead <= 50 ms with 8 workers and <= 150 ms with 32; bytes per
 generation independent of the parameter count (<= 16 bytes per episode plus a constant); theta
 bitwise equal to an inline run.
 
@@ -81,8 +81,9 @@ def add_arguments(p) -> None:
     p.add_argument("--cluster", default="local", choices=("local", "slurm"),
                    help="local worker processes, or worker jobs on SLURM")
     p.add_argument("--replicas", action="store_true",
-                   help="every worker keeps a replica, also on the driver's host (as on a "
-                        "multi-host cluster; default: local workers map the driver's theta)")
+                   help="every worker keeps a replica, also on the driver's host, as on a "
+                        "multi-host cluster [default: off: local workers map the driver's "
+                        "theta]")
     p.add_argument("--compare", default=None, metavar="DIR",
                    help="also time the generations of the esnb checked out in DIR (e.g. a "
                         "worktree of an older commit), alternating with this one (default: "

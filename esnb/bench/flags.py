@@ -34,11 +34,8 @@ def add_settings(parser: argparse.ArgumentParser, cls: type[Settings], names: It
         meta, default = declared[action.dest]
         value = bench[action.dest]
         action.default = value
-        text = help_text(action.dest, meta, value)
-        if value != default:
-            mine = f"; {cls.algorithm or cls.__name__}'s default: {show(default)}"
-            text = text[:-1] + mine.replace("%", "%%") + "]"
-        action.help = text
+        note = f"{cls.display_name()}'s default: {show(default)}" if value != default else None
+        action.help = help_text(action.dest, meta, value, note)
 
 
 def given_settings(args: argparse.Namespace, cls: type[Settings],

@@ -5,7 +5,7 @@ starts it), signalled once it has written checkpoints, the way a terminal sends 
 batch system SIGTERM): to the whole process group. Reported per algorithm: the exit code, the
 seconds from the signal to the exit (the current iteration finishing, the checkpoint and the
 run folder written, the cluster closed), the run's mean seconds per iteration, and whether
-the exit came within one iteration plus 10 s (issue 28's bound).
+the exit came within one iteration plus 10 s (the bound esnb promises).
 """
 
 from __future__ import annotations

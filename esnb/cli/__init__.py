@@ -15,6 +15,7 @@ import sys
 
 from esnb.cli.helptext import Formatter, first_sentence
 from esnb.runners.registry import algorithms
+from esnb.settings import cli as settings_cli
 
 BENCHMARKS: dict[str, str] = {
     "es-scaling": "esnb.bench.es_scaling",
@@ -74,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     algos = train.add_subparsers(dest="algorithm", required=True, metavar="ALGORITHM")
     for name, algo in algorithms().items():
         p = algos.add_parser(name, help=first_sentence(algo.description),
-                             description=algo.description)
+                             description=algo.description, epilog=settings_cli.LEGEND)
         common.add_run_arguments(p)
         trainer.add_arguments(algo, p)
         p.set_defaults(trainer=name)

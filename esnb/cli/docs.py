@@ -19,6 +19,13 @@ def settings_markdown() -> str:
            "(`--name-with-dashes`), the live controls and this page all come from there.",
            "`preset=\"paper\"` (`--preset paper`) takes the source paper's values; the second",
            "table of each algorithm says where and why the laptop default differs.",
+           "",
+           "Columns: *default* is the laptop preset's value (2 cores); *paper* is the value",
+           "of `--preset paper` where it differs from the default (blank: the paper preset",
+           "keeps the default); *live* settings can be changed while the run learns (the",
+           "notebook panel, `runner.controls.set`, or given beside `--resume`), the others are",
+           "fixed when the run is made; *allowed* is what the constructor and the flag accept",
+           "(anything else is refused with this text).",
            ""]
     for name, algo in algorithms().items():
         config = algo.load_config()
@@ -26,7 +33,7 @@ def settings_markdown() -> str:
             continue
         seen.add(config)
         doc = " ".join((config.__doc__ or "").split())
-        out += [f"## `esnb train {name}` — {config.algorithm or config.__name__}", "", doc, "",
+        out += [f"## `esnb train {name}` — {config.display_name()}", "", doc, "",
                 settings.markdown_table(config), ""]
         diff = settings.preset_table(config)
         if diff.count("\n") > 1:

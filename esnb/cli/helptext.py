@@ -3,7 +3,7 @@ one-line summaries, every flag's default.
 
 Descriptions come from docstrings written for Sphinx; :func:`plain` drops their markup
 (``literal``, ``:class:`~x.Y```, ``**bold**``). :class:`Formatter` keeps a description's
-paragraphs and lists, and appends ``(default: X)`` to a flag's help unless the help already
+paragraphs and lists, and appends ``[default: X]`` to a flag's help unless the help already
 says its default; a flag whose default is None must say in words what happens then (a test
 walks every command for it).
 """
@@ -15,6 +15,10 @@ import re
 import textwrap
 
 _ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
+#: a default written by hand at the end of a help, ``(default: X)``: shown as ``[default: X]``,
+#: the style of every other flag's default
+_HAND_DEFAULT = re.compile(r"\(default: ((?:[^()]|\([^()]*\))*)\)\s*$")
+_BOLD = re.compile(r"(?<!\w)\*\*(\S(?:[^*\n]*\S)?)\*\*(?!\w)")
 _ABBREVIATIONS = ("al", "e.g", "i.e", "vs", "cf", "etc", "Fig", "Eq", "approx")
 
 
@@ -24,7 +28,7 @@ def plain(text: str | None) -> str:
         return ""
     text = _ROLE.sub(lambda m: m.group(1).rsplit(".", 1)[-1] if m.group(0).count("~")
                      else m.group(1), text)
-    text = text.replace("``", "").replace("**", "")
+    text = _BOLD.sub(r"\1", text.replace("``", ""))  # not 2**29: bold wraps words only
     return re.sub(r"(?<![\w`])`([^`\n]+)`(?!\w)", r"\1", text)
 
 
@@ -67,13 +71,13 @@ class Formatter(argparse.HelpFormatter):
         return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
     def _get_help_string(self, action: argparse.Action) -> str:
-        text = plain(action.help or "")
+        text = _HAND_DEFAULT.sub(r"[default: \1]", plain(action.help or ""))
         if not action.option_strings or "default" in text.lower() \
                 or action.default is argparse.SUPPRESS or action.default is None:
             return text
         if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
-            return f"{text} (default: {'on' if action.default else 'off'})"
-        return f"{text} (default: {shown(action.default).replace('%', '%%')})"
+            return f"{text} [default: {'on' if action.default else 'off'}]"
+        return f"{text} [default: {shown(action.default).replace('%', '%%')}]"
 
 
 def shown(value) -> str:

@@ -195,5 +195,5 @@ def stopped_line(runner, signum: int, command: str) -> str:
     where = f"{runner.iteration_column} {runner.iteration:,}"
     if "env_steps" in progress:
         where += f", {int(progress['env_steps']):,} env steps"
-    return (f"esnb: {signal.Signals(signum).name}: {runner.algorithm} run stopped at {where}; "
+    return (f"esnb: {signal.Signals(signum).name}: {runner.title} run stopped at {where}; "
             f"checkpoint written; resume with: {command}")

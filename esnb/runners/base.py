@@ -50,6 +50,8 @@ class Runner:
     """
 
     algorithm: ClassVar[str] = "runner"
+    #: the name people read (bars, plots, messages): the config's ``title`` (Ape-X, IMPALA)
+    title: ClassVar[str] = "runner"
     #: history column that counts iterations (generation, learner step, ...)
     iteration_column: ClassVar[str] = "generation"
     #: the settings dataclass (one declaration per setting)
@@ -58,6 +60,8 @@ class Runner:
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         config = cls.__dict__.get("Config")
+        if "title" not in cls.__dict__:
+            cls.title = config.title if config is not None and config.title else cls.algorithm
         if config is not None and cls.__doc__ and "Settings\n    --------" not in cls.__doc__:
             cls.__doc__ = cls.__doc__.rstrip() + docstring_section(config)
 
@@ -163,7 +167,7 @@ class Runner:
         target = self._make_target(budget)
         with self._cond:
             if self.running:
-                raise RuntimeError(f"{self.algorithm} runner is already running")
+                raise RuntimeError(f"{self.title} runner is already running")
             self._target = target
             self._stop_requested = False
             self._paused = bool(paused)  # paused=True: the thread waits for step()/resume()
@@ -206,7 +210,7 @@ class Runner:
         A KeyboardInterrupt (Ctrl-C, a notebook's interrupt button) ends the wait, not the run.
         """
         if not self.wait_ended(timeout):
-            raise TimeoutError(f"{self.algorithm} runner still running after {timeout} s")
+            raise TimeoutError(f"{self.title} runner still running after {timeout} s")
         if self.error is not None:
             raise self.error
         return self
@@ -277,7 +281,7 @@ class Runner:
             if self._keeper is not None:  # stopped or finished: leave where it ended
                 self._keeper.save(self)
         except BaseException as exc:  # noqa: BLE001 - reported through state/error/wait()
-            log.exception("%s run failed", self.algorithm)
+            log.exception("%s run failed", self.title)
             with self._cond:
                 self.error = exc
                 self._state = "failed"

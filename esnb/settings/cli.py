@@ -100,15 +100,30 @@ def _parser_for(name: str, meta: Setting) -> Callable[[str], Any]:
     return parse
 
 
-def help_text(name: str, meta: Setting, default: Any) -> str:
-    """``--help`` text: the sentence, then default, paper value, choices, live."""
+def help_text(name: str, meta: Setting, default: Any, note: str | None = None) -> str:
+    """``--help`` text: the sentence, then default, paper value, live (and ``note``, e.g. a
+    benchmark's flag saying the config's own default); then why the paper value differs
+    (:data:`LEGEND` explains the bracket)."""
     parts = [f"default: {show(default)}"]
-    if meta.has_paper and meta.paper != default:
+    differs = meta.has_paper and meta.paper != default
+    if differs:
         parts.append(f"paper: {show(meta.paper)}")
     if meta.live:
         parts.append("live")
-    text = meta.help.rstrip(".")
-    return f"{text} [{'; '.join(parts)}]".replace("%", "%%")
+    if note:
+        parts.append(note)
+    text = f"{meta.help.rstrip('.')} [{'; '.join(parts)}]"
+    if differs and meta.why:
+        text += f" -- laptop vs paper: {meta.why}"
+    return text.replace("%", "%%")
+
+
+#: what the bracket after each setting's help means (the epilog of ``esnb train <algo> --help``)
+LEGEND = ("[default: X; paper: Y; live]: default is the laptop preset's value (2 cores); paper "
+          "is the value --preset paper takes where the source paper's differs, followed by why "
+          "the laptop value differs; live settings can be changed while the run learns (the "
+          "notebook panel, runner.controls.set, or given beside --resume). Every setting with "
+          "its bounds: esnb docs settings (docs/settings.md).")
 
 
 def add_arguments(parser: argparse.ArgumentParser, cls: type[Settings],
@@ -118,7 +133,7 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type[Settings],
     Booleans get ``--x/--no-x``; layer sizes take several integers; dicts take JSON. ``only``
     names the settings to offer (a benchmark's few), ``skip`` those to leave out.
     """
-    group = parser.add_argument_group(f"{cls.algorithm or cls.__name__} settings")
+    group = parser.add_argument_group(f"{cls.display_name()} settings")
     skip = set(skip)
     if only is not None:
         only = set(only)

@@ -201,10 +201,17 @@ class Settings:
 
     #: the algorithm's name in checkpoints and the CLI
     algorithm: ClassVar[str] = ""
+    #: the name people read (``Ape-X``, ``IMPALA``); empty: :attr:`algorithm`
+    title: ClassVar[str] = ""
     #: settings that no longer exist: dropped from old checkpoints' configs, refused elsewhere
     retired: ClassVar[tuple[str, ...]] = ()
     #: named presets besides ``laptop`` and ``paper``: the settings they change from laptop's
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
+
+    @classmethod
+    def display_name(cls) -> str:
+        """The name people read: :attr:`title`, else :attr:`algorithm`, else the class's."""
+        return cls.title or cls.algorithm or cls.__name__
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -309,7 +316,7 @@ def check_names(cls: type[Settings], values: Mapping[str, Any]) -> None:
         close = difflib.get_close_matches(n, known, n=2)
         hints.append(f"{n!r}" + (f" (did you mean {' or '.join(map(repr, close))}?)"
                                  if close else ""))
-    raise ValueError(f"unknown setting {', '.join(hints)} for {cls.algorithm or cls.__name__}; "
+    raise ValueError(f"unknown setting {', '.join(hints)} for {cls.display_name()}; "
                      f"settings: {', '.join(known)}")
 
 

@@ -90,7 +90,7 @@ class LivePlot(BokehModel):
         records = runner.records
         self.run_figure = RunFigure(
             panels_for(runner), runner.iteration_column, known_columns(runner, records),
-            title=f"{runner.algorithm} {runner.name}", width=width, height=height,
+            title=f"{runner.title} {runner.name}", width=width, height=height,
             max_points=int(max_points))
         # the history so far (a resumed run's included) goes in before the widget exists, so
         # the first render already shows it; from here on only the pump thread writes

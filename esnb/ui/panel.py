@@ -151,7 +151,7 @@ class ControlPanel(widgets.VBox):
         self.status = widgets.HTML()
         self.message = widgets.HTML()
         self.run_error = widgets.HTML()
-        title = widgets.HTML(f"<b>{html.escape(runner.algorithm)}</b> "
+        title = widgets.HTML(f"<b>{html.escape(runner.title)}</b> "
                              f"{html.escape(runner.name)}")
         children = [title, self.status, widgets.HBox(list(self.buttons.values())),
                     self.run_error, self.message, *live_rows]

@@ -72,6 +72,7 @@ class AESRLConfig(PopulationRLConfig):
     evaluated individual."""
 
     algorithm = "AESRL"
+    title = "AES-RL"
 
     batch_size: int = derive(PopulationRLConfig, "batch_size", paper=256,
                              why="CEM-RL's 100 (the AES-RL paper: 'same as CEM-RL'); the "
@@ -140,6 +141,7 @@ class CEMRLConfig(PopulationRLConfig):
     tasks)."""
 
     algorithm = "CEMRL"
+    title = "CEM-RL"
 
     a_noise: float = derive(PopulationRLConfig, "a_noise", 0.0,
                             help="exploration noise on the individuals' actions, in units of "

@@ -139,6 +139,7 @@ class ApeXDQNConfig(ApeXConfig):
     actors (paper section 3.1 and appendix C)."""
 
     algorithm = "ApeX"
+    title = "Ape-X"
     VARIANT = "dqn"
 
     num_actors: int = derive(ApeXConfig, "num_actors", paper=360,
@@ -185,6 +186,7 @@ class ApeXDPGConfig(ApeXConfig):
     exploration noise (paper section 3.2 and appendix D)."""
 
     algorithm = "ApeX-DPG"
+    title = "Ape-X DPG"
     VARIANT = "dpg"
 
     variant: str = derive(ApeXConfig, "variant", "dpg")

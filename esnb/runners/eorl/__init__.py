@@ -12,7 +12,7 @@ from esnb.runners.registry import Algorithm, Budget
 ALGORITHMS = (Algorithm(
     "eorl", runner="esnb.runners.eorl.runner:EORL", config="esnb.runners.eorl.config:EORLConfig",
     budgets={"episodes": Budget("episodes", "episodes to run, also the planned length E "
-                                            "(default: 400 on bitflip, 1000 on gridnav)")},
+                                            "(on gridnav 1000 if no budget flag is given)")},
     default_budget={"episodes": 400},
     description="EORL (Khadilkar 2023): a population of Monte-Carlo DQNs sharing one buffer, "
                 "with crossover and mutation; its baselines with --algorithm.",

@@ -25,7 +25,9 @@ class ESConfig(EnvSettings):
     ``iw_k > 0``, IW-ES's importance-weighted reuse of each batch."""
 
     algorithm = "ES"
-    #: iw_distributed: workers replay IW-ES updates on their replicas (issue 17), nothing to set
+    title = "OpenAI-ES"
+    #: iw_distributed: workers replay IW-ES updates on their replicas (docs/scale_out.md);
+    #: nothing to set
     retired = ("iw_distributed",)
     #: ``esnb demo``: HalfCheetah-v5 reaches 2,000 in 2M env steps with a larger step size
     #: (evaluations every 10 generations keep the rollouts' share of the time)

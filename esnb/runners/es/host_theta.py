@@ -13,8 +13,10 @@ by the run and the generation, and its update names the file and the host. A tas
 host maps the file read-only, checks the checksum the update carries, and rolls out with it; it
 keeps no replica. Tasks on other hosts use their replicas, exactly as before. A generation's
 file is removed once the next one is written (every task of a generation has ended by then),
-and the last one when the run closes. Where the directory is unavailable, every worker keeps a
-replica.
+and the last one when the run closes. A driver killed (SIGKILL, a hung run killed, a lost node)
+cannot remove its file: the name carries the driver's pid, and the next run on the host removes
+the files of drivers that are gone (:func:`collect_stale`). Where the directory is unavailable,
+every worker keeps a replica.
 
 numpy only (it runs on lean workers).
 """
@@ -33,6 +35,46 @@ from esnb.shm import shared_dir
 
 log = logging.getLogger("esnb.es")
 
+#: a theta file's name: ``esnb-theta-<driver pid>-<run token>-<generation>.npy``
+PREFIX = "esnb-theta-"
+
+
+def collect_stale(folder: str) -> list[str]:
+    """Remove the theta files (and half-written ``.tmp`` ones) in ``folder`` whose driver
+    process no longer exists on this host; returns the paths removed.
+
+    A pid that exists but belongs to someone else (``PermissionError``) counts as alive, and so
+    does a reused pid: a file is kept unless its driver is surely gone.
+    """
+    removed = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return removed
+    for name in names:
+        pid = name[len(PREFIX):].split("-", 1)[0] if name.startswith(PREFIX) else ""
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        path = os.path.join(folder, name)
+        try:
+            os.remove(path)
+        except OSError:  # removed by another run's collection, or not ours to remove
+            continue
+        removed.append(path)
+    if removed:
+        log.info("removed %d theta file(s) of runs that are gone from %s", len(removed), folder)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
 
 class HostTheta:
     """The driver's side: one file per generation, the previous one removed."""
@@ -43,6 +85,8 @@ class HostTheta:
         folder = shared_dir()
         self.dir = folder if folder and os.path.isdir(folder) and os.access(folder, os.W_OK) \
             else None
+        if self.dir is not None:
+            collect_stale(self.dir)
         self._current: list[str] = []  # the file written last (a list: the finaliser's view)
         # a runner never closed still removes its file when collected or when Python exits
         self._finalizer = weakref.finalize(self, _remove_all, self._current)
@@ -58,7 +102,7 @@ class HostTheta:
         if self.dir is None:
             return None
         parts = [np.asarray(a, dtype=np.float32) for a in (theta, mean, std) if a is not None]
-        path = os.path.join(self.dir, f"esnb-theta-{self.token}-{generation}.npy")
+        path = os.path.join(self.dir, f"{PREFIX}{os.getpid()}-{self.token}-{generation}.npy")
         tmp = f"{path}.{os.getpid()}.tmp"
         try:
             with open(tmp, "wb") as f:

@@ -33,6 +33,7 @@ class ImpalaConfig(EnvSettings):
     """
 
     algorithm = "Impala"
+    title = "IMPALA"
 
     env: str = derive(EnvSettings, "env",
                       help="gymnasium id with Box observations and Discrete or Box actions")

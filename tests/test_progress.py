@@ -1,0 +1,91 @@
+"""The progress bar of ``esnb train``: every budget kind of every algorithm moves and ends at
+100%, counters print as whole numbers, and names print as people write them."""
+
+import io
+import re
+
+import pytest
+
+from esnb.cli.common import Progress
+from esnb.runners.registry import algorithms
+
+#: small runs, inline: (env, settings)
+RUNS = {
+    "es": ("CartPole-v1", dict(population=10, noise_size=200_000)),
+    "aesrl": ("InvertedPendulum-v5", dict(actor_hidden=(16, 16), critic_hidden=(32, 32),
+                                          rl_start_step=300, critic_chunk=100,
+                                          eval_episodes=2, max_episode_steps=100,
+                                          batch_size=32, critic_exclusive=False)),
+    "cemrl": ("InvertedPendulum-v5", dict(actor_hidden=(16, 16), critic_hidden=(32, 32),
+                                          pop_size=6, rl_start_step=60, max_episode_steps=60,
+                                          eval_episodes=2, batch_size=32)),
+    "apex": ("CartPole-v1", dict(num_actors=2, min_size=300, eval_interval=0,
+                                 replay_checkpoint="", learner_chunk=8,
+                                 iteration_seconds=0.01)),
+    "apex-dpg": ("InvertedPendulum-v5", dict(num_actors=2, min_size=300, eval_interval=0,
+                                             replay_checkpoint="", learner_chunk=8,
+                                             iteration_seconds=0.01)),
+    "impala": ("CartPole-v1", dict(hidden=(32, 32), envs_per_actor=4, batch_size=8,
+                                   unroll_length=10, updates_per_iteration=5,
+                                   eval_interval=0)),
+    "eorl": ("bitflip", dict(env_kwargs={"n_bits": 4})),
+}
+#: each budget's amount: a few iterations
+AMOUNTS = {"generations": 3, "updates": 4, "learner_steps": 24, "seconds": 2, "episodes": 12}
+STEPS = {"es": 1500, "aesrl": 600, "cemrl": 400, "apex": 1500, "apex-dpg": 1500,
+         "impala": 1200, "eorl": 60}
+CASES = [(name, counter) for name, algo in algorithms().items()
+         for counter, _ in algo.budgets.values()]
+
+
+def test_every_algorithm_and_budget_is_covered():
+    assert set(RUNS) == set(algorithms())
+    assert {c for _, c in CASES} - {"env_steps"} <= set(AMOUNTS)
+
+
+def bar_states(text: str) -> list[str]:
+    return [s.strip() for line in text.splitlines() for s in line.split("\r") if "|" in s]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, counter", CASES)
+def test_the_bar_of_every_budget_moves_and_ends_at_100_percent(name, counter):
+    algo = algorithms()[name]
+    env, settings = RUNS[name]
+    runner = algo.load_runner()(env, client=False, seed=1, **settings)
+    amount = STEPS[name] if counter == "env_steps" else AMOUNTS[counter]
+    out = io.StringIO()
+    progress = Progress(runner, counter, amount, file=out)
+    progress.bar.mininterval = 0  # every iteration drawn: the test sees each state
+    try:
+        runner.start(**{counter: amount})
+        runner.wait()
+    finally:
+        progress.close()
+        runner.close()
+    assert runner.state == "finished", runner.error
+    states = bar_states(out.getvalue())
+    assert states[-1].startswith("100%|"), states[-3:]
+    done = runner._progress()[counter]
+    assert done >= amount
+    # the bar's counter is the budget's, written as a whole number with separators
+    assert f"| {done:,.0f}/{max(done, amount):,.0f} {counter.replace('_', ' ')}" in states[-1]
+    # ...and it moved: some state between the first and the last shows a partial count
+    shown = [float(re.search(r"\| ([\d,]+)/", s).group(1).replace(",", "")) for s in states]
+    assert any(0 < x < done for x in shown), states
+    if counter == "learner_steps" or name in ("apex", "apex-dpg"):
+        assert ".0/" not in states[-1]  # integer counters are not printed as floats
+    if name in ("apex", "apex-dpg"):
+        last = states[-1]
+        assert "replay " in last and "/131k" in last  # the replay's fill, of its capacity
+        if counter != "learner_steps":
+            assert " updates" in last  # the learner's updates
+
+
+def test_names_are_written_as_people_write_them():
+    titles = {name: algo.load_runner().title for name, algo in algorithms().items()}
+    assert titles["apex"] == "Ape-X" and titles["apex-dpg"] == "Ape-X DPG"
+    assert titles["impala"] == "IMPALA" and titles["aesrl"] == "AES-RL"
+    assert titles["cemrl"] == "CEM-RL" and titles["es"] == "OpenAI-ES"
+    # the checkpoint's name is unchanged: old checkpoints still load
+    assert algorithms()["apex"].load_runner().algorithm == "ApeX"
