@@ -23,12 +23,13 @@ KINDS = ("float", "int", "bool", "choice", "str")
 
 
 def bound(x: float) -> str:
-    """A bound as its declaration writes it: ``2**29``, ``100,000,000``, ``0.5``, ``1e-08``."""
+    """A bound as its declaration writes it: ``2**29``, ``1000``, ``100,000,000``, ``0.5``,
+    ``1e-08``."""
     if float(x).is_integer() and abs(x) < 2**63:
         n = int(x)
         if n >= 1024 and n & (n - 1) == 0:
             return f"2**{n.bit_length() - 1}"
-        return f"{n:,}"
+        return f"{n:,}" if abs(n) >= 10_000 else str(n)
     return f"{x:g}"
 
 

@@ -92,7 +92,7 @@ def test_non_finite_returns_are_left_out_and_counted():
     ({"variance_form": "nope"}, "variance_form must be one of"),
     ({"pop_size": 1}, "pop_size must be an integer in"),
     ({"pop_size": 5, "antithetic": True}, "antithetic sampling needs an even pop_size"),
-    ({"mean_rule": "fixed_linear"}, "unknown setting 'mean_rule' .*for CEMRL"),
+    ({"mean_rule": "fixed_linear"}, "unknown setting 'mean_rule' .*for CEM-RL"),
 ])
 def test_bad_configuration_is_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):

@@ -188,8 +188,8 @@ def test_help_renders_bounds_as_written(capsys):
     from esnb.cli import main
     from esnb.controls import bound
 
-    assert [bound(x) for x in (2**29, 1e8, 100_000, 0.5, 1e-8, 1.0)] == \
-        ["2**29", "100,000,000", "100,000", "0.5", "1e-08", "1"]
+    assert [bound(x) for x in (2**29, 1e8, 100_000, 1000, 0.5, 1e-8, 1.0)] == \
+        ["2**29", "100,000,000", "100,000", "1000", "0.5", "1e-08", "1"]
     assert main(["train", "es", "--noise-size", str(2**29 + 1)]) == 2
     assert "noise_size must be an integer in [1, 2**29], or None" in capsys.readouterr().err
     page = (Path(__file__).resolve().parents[1] / "docs" / "settings.md").read_text()

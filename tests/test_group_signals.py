@@ -24,6 +24,8 @@ from test_survive import esnb, saved_iteration, wait_for_generation
 
 from esnb.bench.interrupts import RUNS, start
 
+pytestmark = pytest.mark.slow  # every test here starts a cluster or a CLI run
+
 SIGNALS = {"es": signal.SIGINT, "aesrl": signal.SIGTERM, "cemrl": signal.SIGINT,
            "apex": signal.SIGTERM, "apex-dpg": signal.SIGINT, "impala": signal.SIGTERM,
            "eorl": signal.SIGINT}
@@ -165,8 +167,6 @@ runner.wait()
 """
 AFTER = """
 import time
-
-pytestmark = pytest.mark.slow  # every test here starts a cluster or a CLI run
 seen = runner.iteration
 while runner.iteration < seen + 3:  # the run goes on
     time.sleep(0.05)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # every test here starts a cluster or a CLI run
+pytestmark = pytest.mark.slow  # every test here runs a notebook in a kernel
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(p for d in ("notebooks", "tutorials") for p in (ROOT / d).rglob("*.ipynb")
