@@ -192,6 +192,20 @@ def test_population_control_converges_to_p_desired(p_desired):
     assert ctl.probability(p_desired, 0.0) == 0.5
 
 
+@pytest.mark.parametrize("p_desired, first", [(0.5, 0.5), (0.1, 0.0), (0.8, 1.0),
+                                               (0.49, 0.0)])
+def test_population_control_starts_from_one_and_one_as_the_released_code(p_desired, first):
+    """Source: the authors' released AES-RL code (its AesrlAlgorithm.learn) starts
+    ``total_rl_population = total_es_population = 1``: the first p_rl after the warm-up is
+    -K_rl (1/2 - p_desired) + 1/2, clipped, not p_desired."""
+    ctl = PopulationControl()
+    assert ctl.probability(p_desired, 50.0) == pytest.approx(first)
+    assert ctl.probability(0.45, 1.0) == pytest.approx(-(0.5 - 0.45) + 0.5)
+    rng = np.random.default_rng(0)
+    ctl.decide(rng, 0.5, 50.0, warmup=False)
+    assert ctl.n_rl + ctl.n_es == 1  # created individuals only: rl_share is theirs
+
+
 def test_env_defaults_follow_table_5():
     assert env_defaults("HalfCheetah-v5") == {"r": 2000.0, "f_b_absolute": -2000.0,
                                               "f_b_relative": 2000.0, "p_desired": 0.5}

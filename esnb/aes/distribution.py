@@ -239,16 +239,22 @@ class PopulationControl:
     """Eq. 3's counts: how many RL and ES individuals were created (after the warm-up).
 
     Individuals created during the warm-up (before ``rl_start_step`` env steps) are ES
-    individuals that are not counted, as in the released code, so the controller starts from
-    ``p_desired`` once RL individuals become possible.
+    individuals that are not counted, as in the released code. Eq. 3 reads the counts with
+    one RL and one ES individual added (:data:`PRIOR`): the released code starts both of its
+    counters at 1 (``total_rl_population = total_es_population = 1``), so the first
+    probability is ``-K_rl (1/2 - p_desired) + 1/2`` and the controller's first decisions are
+    damped by the pseudo-counts. ``n_rl``/``n_es`` count created individuals only.
     """
+
+    #: pseudo-counts of RL and of ES individuals eq. 3 starts from (the released code's 1/1)
+    PRIOR = 1
 
     def __init__(self):
         self.n_rl = 0
         self.n_es = 0
 
     def probability(self, p_desired: float, k_rl: float) -> float:
-        return rl_probability(self.n_rl, self.n_es, p_desired, k_rl)
+        return rl_probability(self.n_rl + self.PRIOR, self.n_es + self.PRIOR, p_desired, k_rl)
 
     def decide(self, rng: np.random.Generator, p_desired: float, k_rl: float,
                warmup: bool) -> tuple[bool, float]:

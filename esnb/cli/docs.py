@@ -38,6 +38,9 @@ def settings_markdown() -> str:
         diff = settings.preset_table(config)
         if diff.count("\n") > 1:
             out += ["Where `paper` differs from `laptop`:", "", diff, ""]
+        for env, (values, source) in config.paper_by_env.items():
+            given = ", ".join(f"`{k}={settings.show(v)}`" for k, v in values.items())
+            out += [f"On {env}, `paper` also takes {given} ({source}).", ""]
     return "\n".join(out).rstrip() + "\n"
 
 

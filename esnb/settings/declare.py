@@ -207,6 +207,9 @@ class Settings:
     retired: ClassVar[tuple[str, ...]] = ()
     #: named presets besides ``laptop`` and ``paper``: the settings they change from laptop's
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
+    #: the ``paper`` preset's values that depend on the environment, by its name without the
+    #: version (``"Humanoid"``): ``{env: ({setting: value}, source)}``
+    paper_by_env: ClassVar[dict[str, tuple[dict[str, Any], str]]] = {}
 
     @classmethod
     def display_name(cls) -> str:
@@ -268,7 +271,11 @@ class Settings:
             An unknown setting (with the closest known names), or a value a setting refuses.
         """
         check_names(cls, overrides)
-        values = {**cls.preset_values(preset), **overrides}
+        values = cls.preset_values(preset)
+        if preset == "paper":  # the environment's own paper values, under what is given
+            env = str(overrides.get("env", values.get("env", "")))
+            values.update(cls.paper_by_env.get(env.split("-v")[0], ({}, ""))[0])
+        values = {**values, **overrides}
         return cls(**cls.prepare(values))
 
     def replace(self, **changes: Any) -> Settings:

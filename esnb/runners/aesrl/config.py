@@ -73,6 +73,11 @@ class AESRLConfig(PopulationRLConfig):
 
     algorithm = "AESRL"
     title = "AES-RL"
+    paper_by_env = {"Humanoid": (
+        {"actor_hidden": (256, 256), "critic_hidden": (256, 256), "actor_lr": 3e-4,
+         "critic_lr": 3e-4},
+        "the paper's appendix A (256-256 on Humanoid) and the released Humanoid config "
+        "(learning rate 3e-4)")}
 
     batch_size: int = derive(PopulationRLConfig, "batch_size", paper=256,
                              why="CEM-RL's 100 (the AES-RL paper: 'same as CEM-RL'); the "

@@ -74,8 +74,11 @@ class ApeXConfig(EnvSettings):
     evict_interval: int = setting(100, low=1, high=1_000_000, live=True,
                                   help="updates between evictions of the excess over the soft "
                                        "capacity (paper: 100)")
-    flush_size: int = setting(200, low=1, high=1_000_000,
-                              help="transitions per actor push to the replay")
+    flush_size: int = setting(200, low=1, high=1_000_000, paper=100,
+                              why="half the replay calls of the paper's 100 on a 2-core laptop, "
+                                  "where each call costs the replay's worker ~1 ms",
+                              help="transitions per actor push to the replay (the paper's "
+                                   "actors buffer at most 100)")
     actor_param_period: int = setting(400, low=1, high=10_000_000,
                                       help="env steps of an actor loop between reads of its "
                                            "control (parameters, exploration, stop)")
@@ -203,6 +206,10 @@ class ApeXDPGConfig(ApeXConfig):
     soft_capacity: int | None = derive(ApeXConfig, "soft_capacity", paper=1_000_000,
                                        why="see capacity")
     eviction: str = derive(ApeXConfig, "eviction", "priority")
+    # "hyperparameters are otherwise as per DQN" (Horgan et al. 2018, appendix D): 50,000
+    min_size: int = derive(ApeXConfig, "min_size", paper=50_000,
+                           why="short laptop runs start learning sooner; the paper's DPG is "
+                               "'otherwise as per DQN': 50,000")
     # a DPG learner sharing 2 cores with actors ran 7 updates/s flat out and 25 with the
     # limiter, and only the latter reached 900 on InvertedPendulum-v5 in 5 minutes (measured)
     samples_per_insert: float | None = derive(
@@ -218,11 +225,11 @@ class ApeXDPGConfig(ApeXConfig):
     critic_lr: float = setting(1e-4, **LR, help="Adam step size of the critic (paper: 1e-4)")
     actor_clip: float = setting(1.0, low=0.0, low_open=True, high=1e9,
                                 help="element-wise clip of the actor's gradient (paper: 1)")
-    critic_grad_clip: float | None = setting(None, kind="float", low=0.0, low_open=True,
-                                             high=1e9,
-                                             help="global norm clip of the critic's gradient "
-                                                  "(none: none; the paper names only the "
-                                                  "actor's clip)")
+    critic_grad_clip: float | None = setting(
+        None, kind="float", low=0.0, low_open=True, high=1e9, paper=40.0,
+        why="the laptop runs were tuned without it; the paper's DPG is 'otherwise as per "
+            "DQN', whose gradient norm is clipped at 40",
+        help="global norm clip of the critic's gradient (none: no clipping)")
 
 
 CONFIGS = {"dqn": ApeXDQNConfig, "dpg": ApeXDPGConfig}
