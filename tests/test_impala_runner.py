@@ -150,7 +150,8 @@ def test_mujoco_gaussian_policy_runs(client):
     (dict(min_task_runtime=-1), r"min_task_runtime must be a number in \[0,"),
     (dict(reward_clipping="sign"), "reward_clipping must be one of"),
     (dict(rmsprop_eps=0), "rmsprop_eps must be"),
-    (dict(lr_schedule=1), "unknown setting 'lr_schedule'"),
+    (dict(lr_schedule="cosine"), "lr_schedule must be one of 'constant', 'linear'"),
+    (dict(lr_schedul="linear"), "unknown setting 'lr_schedul'"),
 ])
 def test_bad_constructor_arguments(kw, match):
     kw = {"env": "CartPole-v1", **kw}
@@ -205,7 +206,7 @@ def test_paper_preset_and_resolved_settings():
     from esnb.runners.impala import ImpalaConfig
 
     paper = ImpalaConfig.build(preset="paper")
-    assert (paper.optimizer, paper.rmsprop_eps, paper.rmsprop_decay) == ("rmsprop", 0.1, 0.99)
+    assert (paper.optimizer, paper.rmsprop_eps, paper.rmsprop_decay) == ("rmsprop_tf", 0.1, 0.99)
     assert (paper.reward_clipping, paper.entropy_cost, paper.lr) == ("abs_one", 0.00025, 0.00048)
     assert (paper.unroll_length, paper.batch_size, paper.baseline_cost) == (100, 32, 0.5)
     assert paper.actors * paper.envs_per_actor == 48  # the README's 48 actors

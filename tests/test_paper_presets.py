@@ -1,6 +1,7 @@
 """The ``paper`` presets against their sources: each value with the sentence or line of code it
 comes from (an independent review found these six differing; the rest were checked then)."""
 
+import numpy as np
 import pytest
 
 from esnb.runners.aesrl.config import AESRLConfig, CEMRLConfig
@@ -37,3 +38,60 @@ def test_aesrl_on_humanoid_takes_256_256_and_the_released_learning_rate():
     assert AESRLConfig.build("paper", env="HalfCheetah-v5").actor_hidden == (400, 300)
     assert AESRLConfig.build("laptop", env="Humanoid-v5").actor_hidden == (64, 64)
     assert CEMRLConfig.build("paper", env="Humanoid-v5").actor_hidden == (400, 300)
+
+
+def test_impala_takes_the_released_codes_rmsprop_and_linear_decay():
+    """google-deepmind/scalable_agent, experiment.py: tf.train.RMSPropOptimizer(learning_rate,
+    decay 0.99, momentum 0, epsilon 0.1) -- TensorFlow 1's RMSProp, whose mean square starts
+    at one and whose epsilon is under the square root -- and the learning rate decayed
+    linearly to 0 over the run's frames (tf.train.polynomial_decay, power 1, end 0)."""
+    import torch
+
+    from esnb.rl.optim import RMSpropTF
+    from esnb.runners.impala.config import ImpalaConfig
+
+    cfg = ImpalaConfig.build("paper")
+    assert (cfg.optimizer, cfg.rmsprop_eps, cfg.rmsprop_decay, cfg.lr, cfg.lr_schedule) == \
+        ("rmsprop_tf", 0.1, 0.99, 0.00048, "linear")
+    # TF1's rule step by step, against numpy: ms <- 0.99 ms + 0.01 g^2 from ms = 1,
+    # theta <- theta - lr g / sqrt(ms + 0.1)
+    rng = np.random.default_rng(0)
+    grads = rng.normal(size=(5, 3)) * np.array([1.0, 1e-3, 30.0])
+    p = torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))
+    opt = RMSpropTF([p], lr=0.01, decay=0.99, eps=0.1)
+    theta, ms = np.zeros(3), np.ones(3)
+    for g in grads:
+        p.grad = torch.tensor(g)
+        opt.step()
+        ms = 0.99 * ms + 0.01 * g * g
+        theta -= 0.01 * g / np.sqrt(ms + 0.1)
+        np.testing.assert_allclose(p.detach().numpy(), theta, rtol=1e-12)
+    # the first step at a gradient of 1: 0.95 lr, where torch's RMSprop(eps=0.1) steps 5 lr
+    for opt_cls, kw, step in ((RMSpropTF, dict(decay=0.99, eps=0.1), 1 / np.sqrt(1.1)),
+                              (torch.optim.RMSprop, dict(alpha=0.99, eps=0.1), 5.0)):
+        q = torch.nn.Parameter(torch.zeros(1, dtype=torch.float64))
+        o = opt_cls([q], lr=1.0, **kw)
+        q.grad = torch.ones(1, dtype=torch.float64)
+        o.step()
+        assert -float(q.detach()) == pytest.approx(step)
+
+
+def test_the_linear_decay_reaches_zero_at_the_end_of_the_budget():
+    from esnb.runners.budget import remaining_fraction
+    from esnb.runners.impala import Impala
+
+    assert remaining_fraction({"env_steps": 250, "learner_steps": 9}, {"env_steps": 1000}) \
+        == 0.75
+    assert remaining_fraction({"env_steps": 5, "learner_steps": 9}, {"learner_steps": 12}) \
+        == 0.25
+    assert remaining_fraction({"env_steps": 5}, {}) == 1.0
+    r = Impala("CartPole-v1", client=False, seed=0, hidden=(16, 16), envs_per_actor=4,
+               batch_size=4, unroll_length=10, updates_per_iteration=5, eval_interval=0,
+               optimizer="rmsprop_tf", lr_schedule="linear", lr=0.01)
+    try:
+        r.start(learner_steps=30)
+        r.wait()
+        lr = r.history.lr.to_numpy()
+        assert lr[0] < 0.01 and np.all(np.diff(lr) < 0) and lr[-1] == pytest.approx(0.0)
+    finally:
+        r.close()

@@ -16,7 +16,7 @@ PAPER_RMSPROP = dict(decay=0.95, eps=1.5e-7, momentum=0.0)
 
 # -- IMPALA (Espeholt et al. 2018) ------------------------------------------------------------
 CORRECTIONS = ("vtrace", "none")
-IMPALA_OPTIMIZERS = ("adam", "rmsprop")
+IMPALA_OPTIMIZERS = ("adam", "rmsprop", "rmsprop_tf")
 #: how rewards are clipped before they enter V-trace (google-deepmind/scalable_agent's
 #: ``--reward_clipping``: ``abs_one`` is the paper's clip to [-1, 1], the code's default)
 REWARD_CLIPPINGS = ("none", "abs_one", "soft_asymmetric")

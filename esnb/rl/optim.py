@@ -13,7 +13,11 @@ same optimizer at the same epsilon:
   about ``lr * g``, small, and grow as ``ms`` decays towards the gradients' scale over
   ~1/(1 - decay) = 20 updates.
 
-Implementing TensorFlow's rule keeps the paper's numbers meaningful as written.
+Implementing TensorFlow's rule keeps the paper's numbers meaningful as written. IMPALA's
+released code (scalable_agent) uses TensorFlow 1's plain RMSProp, the same rule without the
+centring (:class:`RMSpropTF` with ``centered=False``): ``ms`` starts at one and epsilon (0.1)
+sits under the square root, so with a gradient of 1 its first step is ``0.95 lr`` where
+``torch.optim.RMSprop(eps=0.1)`` steps ``5 lr``.
 """
 
 from __future__ import annotations
@@ -23,27 +27,30 @@ import torch
 from torch import nn
 
 
-class CenteredRMSprop(torch.optim.Optimizer):
-    """Centred RMSProp with TensorFlow 1's semantics.
+class RMSpropTF(torch.optim.Optimizer):
+    """RMSProp with TensorFlow 1's semantics, plain or centred.
 
-    ``ms <- decay ms + (1 - decay) g^2``, ``mg <- decay mg + (1 - decay) g``,
-    ``mom <- momentum mom + lr g / sqrt(ms - mg^2 + eps)``, ``theta <- theta - mom``;
-    ``ms`` starts at 1, ``mg`` and ``mom`` at 0.
+    ``ms <- decay ms + (1 - decay) g^2``; centred: ``mg <- decay mg + (1 - decay) g``;
+    ``mom <- momentum mom + lr g / sqrt(ms - mg^2 + eps)`` (plain: ``sqrt(ms + eps)``),
+    ``theta <- theta - mom``; ``ms`` starts at 1, ``mg`` and ``mom`` at 0
+    (``tf.raw_ops.ApplyRMSProp`` / ``ApplyCenteredRMSProp``, TF1's ``rmsprop.py``).
 
     Parameters
     ----------
     params : iterable of tensors
     lr : float
     decay : float
-        Decay of the moving averages (Ape-X: 0.95).
+        Decay of the moving averages (Ape-X: 0.95; IMPALA: 0.99).
     eps : float
-        Added under the square root (Ape-X: 1.5e-7).
+        Added under the square root (Ape-X: 1.5e-7; IMPALA: 0.1).
     momentum : float
-        Ape-X: none (0).
+        Ape-X and IMPALA: none (0).
+    centered : bool
+        Subtract the mean gradient's square (Ape-X: yes; IMPALA: no).
     """
 
-    def __init__(self, params, lr: float, decay: float = 0.95, eps: float = 1.5e-7,
-                 momentum: float = 0.0):
+    def __init__(self, params, lr: float, decay: float, eps: float, momentum: float = 0.0,
+                 centered: bool = False):
         if not lr > 0:
             raise ValueError(f"lr must be > 0, got {lr!r}")
         if not 0.0 <= decay < 1.0:
@@ -52,7 +59,8 @@ class CenteredRMSprop(torch.optim.Optimizer):
             raise ValueError(f"eps must be >= 0, got {eps!r}")
         if not 0.0 <= momentum < 1.0:
             raise ValueError(f"momentum must be in [0, 1), got {momentum!r}")
-        super().__init__(params, dict(lr=lr, decay=decay, eps=eps, momentum=momentum))
+        super().__init__(params, dict(lr=lr, decay=decay, eps=eps, momentum=momentum,
+                                      centered=bool(centered)))
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -66,20 +74,24 @@ class CenteredRMSprop(torch.optim.Optimizer):
                 if not state:
                     state["step"] = torch.tensor(0.0)
                     state["mean_square"] = torch.ones_like(p)
-                    state["mean_grad"] = torch.zeros_like(p)
+                    if group["centered"]:
+                        state["mean_grad"] = torch.zeros_like(p)
                     if group["momentum"]:
                         state["momentum"] = torch.zeros_like(p)
                 state["step"] += 1
             ms = [self.state[p]["mean_square"] for p in params]
-            mg = [self.state[p]["mean_grad"] for p in params]
             decay = group["decay"]
             # one kernel per operation over all tensors: small nets are overhead-bound
             torch._foreach_mul_(ms, decay)
             torch._foreach_addcmul_(ms, grads, grads, value=1.0 - decay)
-            torch._foreach_mul_(mg, decay)
-            torch._foreach_add_(mg, grads, alpha=1.0 - decay)
-            denom = torch._foreach_addcmul(ms, mg, mg, value=-1.0)
-            torch._foreach_clamp_min_(denom, 0.0)  # ms >= mg^2 up to rounding
+            if group["centered"]:
+                mg = [self.state[p]["mean_grad"] for p in params]
+                torch._foreach_mul_(mg, decay)
+                torch._foreach_add_(mg, grads, alpha=1.0 - decay)
+                denom = torch._foreach_addcmul(ms, mg, mg, value=-1.0)
+                torch._foreach_clamp_min_(denom, 0.0)  # ms >= mg^2 up to rounding
+            else:
+                denom = [m.clone() for m in ms]
             torch._foreach_add_(denom, group["eps"])
             torch._foreach_sqrt_(denom)
             if group["momentum"]:
@@ -90,6 +102,14 @@ class CenteredRMSprop(torch.optim.Optimizer):
             else:
                 torch._foreach_addcdiv_(params, grads, denom, value=-group["lr"])
         return None
+
+
+class CenteredRMSprop(RMSpropTF):
+    """Centred :class:`RMSpropTF` with Ape-X's defaults (decay 0.95, epsilon 1.5e-7)."""
+
+    def __init__(self, params, lr: float, decay: float = 0.95, eps: float = 1.5e-7,
+                 momentum: float = 0.0):
+        super().__init__(params, lr, decay=decay, eps=eps, momentum=momentum, centered=True)
 
 
 def set_lr(opt: torch.optim.Optimizer, lr: float) -> None:

@@ -35,3 +35,13 @@ def make_target(now: Mapping[str, float], budget: Mapping[str, float | None]) ->
 def reached(now: Mapping[str, float], target: Mapping[str, float]) -> bool:
     """Whether any counter has reached its target (never, without a target)."""
     return any(now[k] >= v for k, v in target.items())
+
+
+def remaining_fraction(now: Mapping[str, float], target: Mapping[str, float],
+                       counters: tuple[str, ...] = ("env_steps", "learner_steps")) -> float:
+    """``1 - now/target`` of the first of ``counters`` the run has a target for, clipped to
+    [0, 1] (a linear decay to 0 over the run: IMPALA's learning rate); 1 without one."""
+    for key in counters:
+        if target.get(key, 0) > 0:
+            return min(1.0, max(0.0, 1.0 - float(now[key]) / float(target[key])))
+    return 1.0

@@ -35,6 +35,7 @@ from esnb.rl.constants import IMPALA_OPTIMIZERS as OPTIMIZERS
 from esnb.rl.impala.actor_critic import _HALF_LOG_2PI, LOG_STD_RANGE, ActorCriticSpec
 from esnb.rl.impala.unrolls import UnrollBatch
 from esnb.rl.impala.vtrace import vtrace
+from esnb.rl.optim import RMSpropTF
 
 
 class ActorCritic(ObsNormModule):
@@ -200,9 +201,10 @@ class ImpalaLearner:
         Initial parameters (:func:`~esnb.rl.impala.actor_critic.init_actor_critic`).
     lr : float
         Initial learning rate (set per step by :meth:`step`).
-    optimizer : {"adam", "rmsprop"}
-        Adam (default; eps 1e-5) or the reference's RMSProp (no momentum; the reference sums
-        its loss over T x B, so gradients are large and its epsilon is large too).
+    optimizer : {"adam", "rmsprop", "rmsprop_tf"}
+        Adam (default; eps 1e-5), torch's RMSProp, or the reference's RMSProp with TensorFlow
+        1's semantics (:class:`~esnb.rl.optim.RMSpropTF`; no momentum; the reference sums its
+        loss over T x B, so gradients are large and its epsilon is large too).
     obs_norm : bool
         Keep running observation statistics and normalise with them.
     rmsprop_eps, rmsprop_decay : float
@@ -214,7 +216,7 @@ class ImpalaLearner:
     divides by ``sqrt(ms + eps)`` and starts ``ms`` at one, torch divides by ``sqrt(ms) + eps``
     and starts it at zero. For small second moments TF's epsilon acts like torch's
     ``sqrt(eps)``: the paper's 0.1 is about torch's 0.32, and torch's 0.1 about TF's 0.01.
-    ``rmsprop_eps`` is torch's.
+    ``rmsprop_eps`` is torch's for ``"rmsprop"`` and TensorFlow's for ``"rmsprop_tf"``.
     """
 
     def __init__(self, spec: ActorCriticSpec, flat: np.ndarray, *, lr: float, optimizer: str,
@@ -225,6 +227,9 @@ class ImpalaLearner:
         self.model = ActorCritic(spec, flat)
         if optimizer == "adam":
             self.opt = torch.optim.Adam(self.model.parameters(), lr=lr, eps=1e-5)
+        elif optimizer == "rmsprop_tf":  # the released code's: TF1 semantics, eps under the root
+            self.opt = RMSpropTF(self.model.parameters(), lr=lr, decay=rmsprop_decay,
+                                 eps=rmsprop_eps)
         else:
             self.opt = torch.optim.RMSprop(self.model.parameters(), lr=lr, alpha=rmsprop_decay,
                                            eps=rmsprop_eps)

@@ -20,15 +20,14 @@ class ImpalaConfig(EnvSettings):
 
     ``preset="paper"`` takes the values of the authors' released code
     (``google-deepmind/scalable_agent``, ``experiment.py`` flags and README command): RMSProp
-    (epsilon 0.1, decay 0.99, no momentum), learning rate 0.00048, entropy cost 0.00025,
-    rewards clipped to [-1, 1], unrolls of 100 steps, batches of 32, 48 environments. The
-    paper's ResNet + LSTM network, action repeats and linear learning-rate decay are not
-    expressible here (MLP policy and value; ``lr`` is a live control an observer can anneal).
-    Gradient clipping stays at 40 (the paper's tables; the released code does not clip).
-    ``rmsprop_eps`` has torch's meaning, not TensorFlow's: TF adds epsilon under the square
-    root and starts the mean square at one, so TF's 0.1 acts like torch's ~0.32 for small
-    second moments (see :class:`esnb.rl.impala.ImpalaLearner`); the preset keeps the number
-    as published. ``obs_norm`` none means on for Box actions and off for Discrete ones (the
+    with TensorFlow 1's semantics (``rmsprop_tf``: epsilon 0.1 under the square root, mean
+    square from one, decay 0.99, no momentum), learning rate 0.00048 decayed linearly to 0
+    over the run, entropy cost 0.00025, rewards clipped to [-1, 1], unrolls of 100 steps,
+    batches of 32, 48 environments. The paper's ResNet + LSTM network and action repeats are
+    not expressible here (MLP policy and value). Gradient clipping stays at 40 (the paper's
+    tables; the released code does not clip). ``rmsprop`` is torch's RMSProp, whose epsilon
+    is added outside the root: TF's 0.1 acts like torch's ~0.32 for small second moments.
+    ``obs_norm`` none means on for Box actions and off for Discrete ones (the
     paper's Atari and DMLab tasks are discrete: off, as the paper's frames / 255).
     """
 
@@ -42,6 +41,12 @@ class ImpalaConfig(EnvSettings):
                         paper=0.00048, why="Adam at 1e-3 learns the small laptop tasks in a "
                                            "minute; 0.00048 is the released code's RMSProp rate",
                         help="learning rate of the optimiser")
+    lr_schedule: str = setting("constant", choices=("constant", "linear"), paper="linear",
+                               why="runs steered by hand keep the rate they are given; the "
+                                   "released code decays it linearly to 0 over the run's "
+                                   "frames",
+                               help="constant, or linear: lr x (1 - the run's fraction done "
+                                    "of its env-step budget, else of its learner-step budget)")
     entropy_cost: float = setting(0.01, low=0.0, high=10.0, live=True, paper=0.00025,
                                   why=f"{_CODE} (DMLab); CartPole-sized tasks explore too "
                                       f"little with it",
@@ -91,13 +96,16 @@ class ImpalaConfig(EnvSettings):
     obs_norm: bool | None = setting(None, kind="bool", control=True,
                                     help="normalise observations with running statistics "
                                          "(none: on for Box actions, off for Discrete)")
-    optimizer: str = setting("adam", choices=OPTIMIZERS, control=True, paper="rmsprop",
+    optimizer: str = setting("adam", choices=OPTIMIZERS, control=True, paper="rmsprop_tf",
                              why="Adam (eps 1e-5) learns the small laptop tasks faster and "
                                  "more reliably",
-                             help="adam, or the reference's rmsprop")
+                             help="adam; rmsprop: torch's; rmsprop_tf: the released code's, "
+                                  "TensorFlow 1's RMSProp (mean square from 1, epsilon under "
+                                  "the root)")
     rmsprop_eps: float = setting(0.1, low=0.0, low_open=True, high=10.0, log=True,
-                                 help="RMSProp epsilon in torch's meaning, added to sqrt(ms) "
-                                      "(TensorFlow's 0.1 under the root is about torch's 0.32)")
+                                 help="RMSProp epsilon: rmsprop adds it to sqrt(ms) (torch), "
+                                      "rmsprop_tf under the root (TensorFlow; the released "
+                                      "code's 0.1)")
     rmsprop_decay: float = setting(0.99, low=0.0, high=1.0, high_open=True,
                                    help="RMSProp decay of the mean square")
     # -- networks ------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ from esnb.rl.impala.actor_critic import ActorCriticSpec, init_actor_critic
 from esnb.rl.impala.learner import ImpalaLearner, LossConfig
 from esnb.rl.impala.unrolls import UnrollQueue
 from esnb.runners.base import Runner
+from esnb.runners.budget import remaining_fraction
 from esnb.runners.executor import make_executor
 from esnb.runners.impala.config import ImpalaConfig
 from esnb.runners.impala.evaluation import COLUMNS, Evaluations
@@ -190,6 +191,13 @@ class Impala(Runner):
         return {"iterations": self.iteration, "learner_steps": self.learner.version,
                 "env_steps": self.env_steps, "episodes": self.episodes}
 
+    def _lr(self, snap: ControlSnapshot) -> float:
+        """The step's learning rate: the live ``lr``, decayed linearly to 0 over the run's
+        budget with ``lr_schedule="linear"`` (the released code's, over its frames)."""
+        if self.config.lr_schedule == "constant":
+            return snap.lr
+        return snap.lr * remaining_fraction(self._progress(), self._target)
+
     # -- one iteration -----------------------------------------------------------------------
     def _iteration(self, snap: ControlSnapshot) -> dict[str, Any]:
         T, B = snap.unroll_length, snap.batch_size
@@ -209,7 +217,8 @@ class Impala(Runner):
             t0 = time.perf_counter()
             batch = self.queue.take(B, T)
             lags.append(self.learner.version - batch.versions)
-            stats.append(self.learner.step(batch, cfg, snap.lr, snap.max_grad_norm))
+            lr = self._lr(snap)
+            stats.append(self.learner.step(batch, cfg, lr, snap.max_grad_norm))
             self.frames_trained += T * B
             self._publish()
             learn_time += time.perf_counter() - t0
@@ -247,7 +256,7 @@ class Impala(Runner):
             "dropped_unrolls": self.queue.dropped_nonfinite + self.queue.dropped_length,
             "dropped_frames": self.queue.dropped_frames,
             "discarded_frames": self.frames_discarded,
-            "lr": snap.lr, "entropy_cost": snap.entropy_cost,
+            "lr": self._lr(snap), "entropy_cost": snap.entropy_cost,
             "unroll_length": T, "batch_size": B, "actor_lag": snap.actor_lag,
             "correction": snap.correction,
             **{k: float(np.mean([s[k] for s in stats])) for k in stats[0]},
