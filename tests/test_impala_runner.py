@@ -213,7 +213,8 @@ def test_paper_preset_and_resolved_settings():
     r = Impala("CartPole-v1", client=InlineExecutor(), preset="paper", **SMALL)
     try:
         group = r.learner.opt.param_groups[0]
-        assert (group["eps"], group["alpha"]) == (0.1, 0.99)
+        assert type(r.learner.opt).__name__ == "RMSpropTF" and not group["centered"]
+        assert (group["eps"], group["decay"]) == (0.1, 0.99)
         assert r.controls["reward_clipping"] == "abs_one" and r.controls["entropy_cost"] == 2.5e-4
         assert r.controls["obs_norm"] is False  # none -> off for Discrete actions
         assert r.config_dict()["obs_norm"] is False and r.n_actors == 3
