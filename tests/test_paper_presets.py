@@ -95,3 +95,16 @@ def test_the_linear_decay_reaches_zero_at_the_end_of_the_budget():
         assert lr[0] < 0.01 and np.all(np.diff(lr) < 0) and lr[-1] == pytest.approx(0.0)
     finally:
         r.close()
+
+
+def test_apex_actors_refresh_their_parameters_every_400_of_their_own_frames():
+    """Horgan et al. 2018, section 4.1: "actors copy the network parameters from the learner
+    every 400 frames" -- frames of each actor (a loop steps its k actors in lock step, and
+    counts rounds, not the group's env steps)."""
+    import inspect
+
+    from esnb.runners.apex import tasks
+
+    assert ApeXDQNConfig.build("paper").actor_param_period == 400
+    assert ApeXDPGConfig.build("paper").actor_param_period == 400
+    assert "since_control += rounds " in inspect.getsource(tasks.actor_loop)

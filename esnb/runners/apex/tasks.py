@@ -9,7 +9,7 @@ worker:
 
 - the *control* (``set``): a small dict (``stop``, ``paused``, the exploration settings, the
   pass length, the replay's handle and generation, the version of the latest parameters),
-  read every ``param_period`` env steps of the group and after a failed replay call;
+  read every ``param_period`` env steps of each actor and after a failed replay call;
 - the *parameters* (``publish``): the learner's latest :class:`PublishedParams`, fetched only
   when the control names a newer version than the loop's.
 
@@ -51,8 +51,8 @@ class LoopSettings:
     flush_size : int
         Transitions per replay call (Ape-X sends batches; an actor call costs ~1 ms).
     param_period : int
-        Env steps of the group between reads of the control (and parameter pulls; the paper
-        pulls every 400 frames).
+        Env steps of each actor of the group between reads of the control (and parameter
+        pulls; the paper pulls every 400 frames of an actor).
     call_timeout : float
         Seconds before a replay call counts as failed.
     max_outbox : int
@@ -180,7 +180,7 @@ def actor_loop(cfg: ActorConfig, control, params, loop_id: int, actor_ids, seed:
             continue
         rounds = max(1, int(link.state["pass_steps"]) // group.k)
         group.step(rounds)
-        since_control += rounds * group.k
+        since_control += rounds  # each actor of the group stepped `rounds` times
         while group.pending >= settings.flush_size:
             outbox.append(group.take(settings.flush_size))
         episodes.extend(group.drain_episodes())
