@@ -136,12 +136,16 @@ def finish(runner, args, started: float, folder: Path, evaluate: bool = True) ->
 
     summary = {"wall_time_total": None}
     final = getattr(args, "final_eval", 10)
-    if evaluate and hasattr(runner, "evaluate") and final > 0:
+    evaluating = evaluate and hasattr(runner, "evaluate") and final > 0
+    if evaluating:
+        # the run folder's checkpoint is the state before the evaluation: `esnb play` loads it
+        # and its evaluation generator draws the same episode seeds
+        runner.save(folder / "checkpoint.npz")
         returns = runner.evaluate_final(final)  # kept on the runner: plot.html marks it
         summary.update(final_eval_mean=float(returns.mean()), final_eval_std=float(returns.std()),
                        final_eval_episodes=int(len(returns)))
     summary["wall_time_total"] = time.perf_counter() - started
-    write_run_folder(runner, folder, summary)
+    write_run_folder(runner, folder, summary, checkpoint=not evaluating)
     if evaluate:
         print(json.dumps(strict(summary), indent=2, allow_nan=False))
         print(f"run folder: {folder}")

@@ -74,6 +74,8 @@ class EpisodeRunner(Runner):
     """
 
     algorithm: ClassVar[str] = "VAN"
+    holds = ("a population of Monte-Carlo Q-networks (evaluate() acts greedily with the best "
+             "member)")
     iteration_column = "episode"
     Config = EpisodeConfig
     learner_class: ClassVar[type] = MCLearner
