@@ -29,6 +29,10 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="run name: the folder runs/<name> (default: <algorithm>-<time>)")
     p.add_argument("--final-eval", type=integer(0), default=10, metavar="EPISODES",
                    help="noise-free episodes of the final policy (default: 10; 0: none)")
+    p.add_argument("--video-every", type=integer(0), default=0, metavar="N",
+                   help="write videos/<iteration>.mp4 in the run folder every N iterations: an "
+                        "episode of the policy, rendered beside the run (needs esnb[video] and "
+                        "headless OpenGL, MUJOCO_GL=egl; default: 0, none)")
     p.add_argument("--resume", default=None, metavar="RUN",
                    help="continue the run in this run folder (or checkpoint file); live "
                         "settings given beside it apply as control changes (default: a new "
@@ -165,6 +169,19 @@ def tensorboard_dir(args, folder: Path) -> Path | None:
     return Path(where) if where else folder / "tensorboard"
 
 
+def start_videos(runner, args, folder: Path):
+    """``--video-every``: a :class:`~esnb.video.VideoRecorder` (None: not asked), once the
+    runner is known to have a policy to render and this machine to render its env."""
+    every = getattr(args, "video_every", 0)
+    if not every:
+        return None
+    from esnb.video import VideoRecorder, probe
+
+    runner.acting_policy()  # or one line: what the algorithm holds instead
+    probe(runner.config.env, getattr(runner.config, "env_kwargs", None))
+    return VideoRecorder(runner, folder / "videos", every)
+
+
 def run(cls, values: dict, args, command: str, budget: dict, default_budget: dict,
         preset: str = "laptop", banner: str | None = None) -> int:
     """Plan, start a cluster, run to the budget (with checkpoints), finish; see
@@ -186,6 +203,7 @@ def run(cls, values: dict, args, command: str, budget: dict, default_budget: dic
             # a resumed folder's event files hold the rows up to the resume already
             board = TensorBoard(runner, board_dir,
                                 history=not any(board_dir.glob("events.out.tfevents.*")))
+        videos = start_videos(runner, args, plan.folder)
         todo = runs.remaining(runner, budget, default_budget, plan.saved_target)
         if banner:
             link = executor.dashboard_link
@@ -202,8 +220,12 @@ def run(cls, values: dict, args, command: str, budget: dict, default_budget: dic
                 runner.wait()
         finally:
             progress.close()
-            if board is not None:
-                board.close()
+            for logger in (board, videos):
+                if logger is not None:
+                    logger.close()
+            if videos is not None and videos.failed:
+                print(f"esnb: {len(videos.failed)} video(s) not written, the first: "
+                      f"{videos.failed[0]}", file=sys.stderr)
         if interrupts.signum is not None:
             finish(runner, args, started, plan.folder, evaluate=False)
             print(runs.stopped_line(runner, interrupts.signum,

@@ -25,7 +25,11 @@ def add_play_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--episodes", type=integer(1), default=None, metavar="N",
                    help="episodes to run (default: as many as the run's final evaluation, "
                         "else 10)")
-    p.add_argument("--json", action="store_true", help="print the result as JSON (default: one line)")
+    p.add_argument("--video", default=None, metavar="FILE",
+                   help="also write a video of one episode (seed 0) to FILE, .mp4 or .gif "
+                        "(needs esnb[video] and headless OpenGL, MUJOCO_GL=egl; default: none)")
+    p.add_argument("--json", action="store_true",
+                   help="print the result as JSON (default: one line)")
 
 
 def add_export_arguments(p: argparse.ArgumentParser) -> None:
@@ -44,6 +48,10 @@ def run_play(args) -> int:
 
     final = final_evaluation(args.run)
     episodes = args.episodes or (final["episodes"] if final else 10)
+    if args.video:
+        from esnb.video import check_video_path
+
+        check_video_path(args.video)
     runner = load_run(args.run)
     result = play(runner, episodes)
     doc = {"algorithm": runner.algorithm, "run": str(args.run),
@@ -52,6 +60,11 @@ def run_play(args) -> int:
            "returns": [float(r) for r in result["returns"]]}
     if final is not None:
         doc["final_evaluation"] = final
+    if args.video:
+        video = runner.video(episodes=1, seed=0)
+        video.save(args.video)
+        doc["video"] = {"file": str(args.video), "return": float(video.returns[0]),
+                        "frames": video.shape[0]}
     if args.json:
         print(json.dumps(doc, indent=2))
         return 0
@@ -61,6 +74,9 @@ def run_play(args) -> int:
         line += (f" (the run's final evaluation: {final['mean']:,.2f} ± {final['std']:,.2f} "
                  f"over {final['episodes']})")
     print(line)
+    if args.video:
+        print(f"video: {args.video} ({doc['video']['frames']} frames, return "
+              f"{doc['video']['return']:,.2f})")
     return 0
 
 

@@ -392,13 +392,14 @@ class Runner:
                          f"{self.holds}")
 
     def video(self, episodes: int = 1, seed: int = 0, max_steps: int | None = None,
-              wait: bool = True):
+              size: tuple[int, int] | None = None, wait: bool = True):
         """Episodes of the current policy, rendered in another process while the run goes on.
 
         Returns a :class:`~esnb.video.Video` (shown inline by a notebook, ``.save("x.mp4")``
         or ``.gif``); ``wait=False`` returns at once and the video fills in when ready
         (``.result()`` waits). Episode ``k`` starts from ``reset(seed=seed + k)``; ``max_steps``
-        caps each one (default: the run's own episode length). A checkpoint's policy:
+        caps each one (default: the run's own episode length); ``size`` is ``(width,
+        height)`` (default: the environment's). A checkpoint's policy:
         ``type(runner).load(path, client=False).video()``, or ``esnb play RUN --video``.
         """
         from esnb.video import render
@@ -408,7 +409,7 @@ class Runner:
         cfg = self.config
         return render(policy, cfg.env, episodes=episodes, seed=seed,
                       max_steps=max_steps or getattr(cfg, "max_episode_steps", None),
-                      env_kwargs=getattr(cfg, "env_kwargs", None), wait=wait)
+                      env_kwargs=getattr(cfg, "env_kwargs", None), size=size, wait=wait)
 
     # -- checkpoints -------------------------------------------------------------------------
     def save(self, path) -> Any:
