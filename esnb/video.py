@@ -60,9 +60,12 @@ _pool: ProcessPoolExecutor | None = None
 
 
 def _headless_default() -> None:
-    """In the rendering process, before MuJoCo is imported: EGL unless told otherwise (MuJoCo's
-    own default, GLFW, needs a display)."""
+    """In the rendering process, before MuJoCo or pygame is imported: EGL unless told
+    otherwise (MuJoCo's own default, GLFW, needs a display); pygame (classic control) without
+    a window or sound."""
     os.environ.setdefault("MUJOCO_GL", "egl")
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
 
 
 def _renderer() -> ProcessPoolExecutor:
@@ -306,7 +309,8 @@ def _first_frame(env_id: str, max_steps: int | None, env_kwargs: dict):
         why = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise RenderError(f"cannot render {env_id} here with MUJOCO_GL="
                           f"{os.environ.get('MUJOCO_GL', '')} ({type(exc).__name__}: {why}); "
-                          f"MuJoCo renders headless with {BACKENDS}") from None
+                          f"MuJoCo renders headless with {BACKENDS}; classic control needs "
+                          f"pygame (esnb[video])") from None
     if not isinstance(first, np.ndarray) or first.ndim != 3:
         raise RenderError(f"{env_id} renders no rgb_array frames (got {type(first).__name__})")
     return env, first

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import imageio.v2 as imageio
 import numpy as np
@@ -21,9 +22,19 @@ from conftest import SMALL_NOISE
 import esnb
 from esnb.cli import main
 from esnb.envs.rollout import FastEnv, run_episode
+from esnb.ui import dashboard
 
 ENV = "HalfCheetah-v5"
 SIZE = (64, 48)  # (width, height): software OpenGL renders ~0.1 s a frame, whatever the size
+
+
+def wait_until(predicate, what: str, polls: int = 500):
+    """The video's callback runs on another thread right after ``result()`` returns."""
+    for _ in range(polls):
+        if predicate():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"no {what}")
 
 
 def gif_duration(path) -> float:
@@ -82,6 +93,33 @@ def test_a_runner_without_a_single_policy_says_what_it_holds():
     with pytest.raises(ValueError, match="EORL has no policy esnb can export or render: it "
                                          "holds a population of Monte-Carlo Q-networks"):
         runner.video()
+    board = dashboard(runner)
+    try:
+        assert board.record.disabled and "Monte-Carlo Q-networks" in board.record.tooltip
+    finally:
+        board.close()
+
+
+def test_dashboard_button_shows_the_video_under_the_plot_while_the_run_goes_on():
+    runner = esnb.ES(ENV, population=4, noise_size=SMALL_NOISE, max_episode_steps=30,
+                     eval_interval=0, client=False)
+    board = dashboard(runner, video={"max_steps": 10, "size": SIZE})
+    try:
+        assert board.children[-1] is board.video_view and board.video_view.value == ""
+        runner.start(generations=10**6)
+        board.record.click()
+        before = runner.iteration
+        assert "rendering an episode" in board.video_status.value
+        board.video.result()
+        during = runner.iteration - before
+        wait_until(lambda: board.video_view.value.startswith("<video"), what="the video")
+        assert "return" in board.video_status.value
+        assert board.video_view.value == board.video._repr_html_()
+    finally:
+        runner.stop()
+        runner.wait()
+        board.close()
+    assert during >= 1, "the run paused while the video rendered"
 
 
 def test_train_video_every_and_play_video(tmp_path, capsys):
