@@ -56,6 +56,11 @@ def add_cluster_arguments(p: argparse.ArgumentParser, workers: int = 2) -> None:
                    help="also log every history column and each control change for "
                         "TensorBoard, into DIR (default without DIR: <run folder>/tensorboard; "
                         "needs esnb[tensorboard]; default: off)")
+    p.add_argument("--mlflow", nargs="?", const="", default=None, metavar="URI",
+                   help="also log to MLflow: settings, every history column, control "
+                        "changes, the final evaluation and the checkpoint, into URI (a folder "
+                        "or a tracking server; default without URI: ./mlruns; experiment: "
+                        "MLFLOW_EXPERIMENT_NAME or esnb; needs esnb[mlflow]; default: off)")
 
 
 def add_demo_arguments(p: argparse.ArgumentParser) -> None:
@@ -169,6 +174,33 @@ def tensorboard_dir(args, folder: Path) -> Path | None:
     return Path(where) if where else folder / "tensorboard"
 
 
+def check_mlflow(args) -> None:
+    """``--mlflow``'s extra is installed (before any cluster starts)."""
+    if getattr(args, "mlflow", None) is None:
+        return
+    try:
+        import mlflow  # noqa: F401
+    except ImportError:
+        raise ValueError("--mlflow needs the mlflow-skinny (or mlflow) package: "
+                         "pip install 'esnb[mlflow]'") from None
+
+
+def start_trackers(runner, args, board_dir: Path | None) -> list:
+    """The trackers asked for (``--tensorboard``, ``--mlflow``), attached to ``runner``."""
+    trackers = []
+    if board_dir is not None:
+        from esnb.runners.tensorboard import TensorBoard
+
+        # a resumed folder's event files hold the rows up to the resume already
+        trackers.append(TensorBoard(runner, board_dir,
+                                    history=not any(board_dir.glob("events.out.tfevents.*"))))
+    if getattr(args, "mlflow", None) is not None:
+        from esnb.runners.mlflow_tracker import MLflow
+
+        trackers.append(MLflow(runner, args.mlflow or None))  # a resume: a new MLflow run
+    return trackers
+
+
 def start_videos(runner, args, folder: Path):
     """``--video-every``: a :class:`~esnb.video.VideoRecorder` (None: not asked), once the
     runner is known to have a policy to render and this machine to render its env."""
@@ -192,48 +224,58 @@ def run(cls, values: dict, args, command: str, budget: dict, default_budget: dic
     started = time.perf_counter()
     plan = runs.plan_run(cls, values, args)
     board_dir = tensorboard_dir(args, plan.folder)  # before any cluster: the extra is there
+    check_mlflow(args)
     with runs.Interrupts() as interrupts, session(args.workers, args.address) as executor:
         runner = runs.build_runner(plan, executor)
         interrupts.watch(runner)
         runner.keep_checkpoints(plan.folder / "checkpoint.npz", every=args.checkpoint_every)
-        board = None
-        if board_dir is not None:
-            from esnb.runners.tensorboard import TensorBoard
-
-            # a resumed folder's event files hold the rows up to the resume already
-            board = TensorBoard(runner, board_dir,
-                                history=not any(board_dir.glob("events.out.tfevents.*")))
-        videos = start_videos(runner, args, plan.folder)
-        todo = runs.remaining(runner, budget, default_budget, plan.saved_target)
-        if banner:
-            link = executor.dashboard_link
-            print(banner + (f", dashboard {link}" if link else ""))
-        unit, total = next(iter(todo.items()))
-        total += runner._progress().get(unit, 0)
-        note = budget_note(runner, unit, total)
-        if note:
-            print(note, file=sys.stderr)
-        progress = Progress(runner, unit, total, disable=args.no_progress)
+        trackers, finished = start_trackers(runner, args, board_dir), False
         try:
-            if interrupts.signum is None:  # a signal while the cluster started: no run
-                runner.start(**todo)
-                runner.wait()
+            code = _run_and_finish(runner, args, plan, interrupts, executor, started, command,
+                                   budget, default_budget, banner, trackers)
+            finished = True
+            return code
         finally:
-            progress.close()
-            for logger in (board, videos):
-                if logger is not None:
-                    logger.close()
-            if videos is not None and videos.failed:
+            for tracker in trackers:
+                tracker.close(failed=not finished)
+
+
+def _run_and_finish(runner, args, plan, interrupts, executor, started, command, budget,
+                    default_budget, banner, trackers) -> int:
+    """The run to its budget (or a signal), its run folder, the trackers' last records."""
+    from esnb.cli import run as runs
+
+    videos = start_videos(runner, args, plan.folder)
+    todo = runs.remaining(runner, budget, default_budget, plan.saved_target)
+    if banner:
+        link = executor.dashboard_link
+        print(banner + (f", dashboard {link}" if link else ""))
+    unit, total = next(iter(todo.items()))
+    total += runner._progress().get(unit, 0)
+    note = budget_note(runner, unit, total)
+    if note:
+        print(note, file=sys.stderr)
+    progress = Progress(runner, unit, total, disable=args.no_progress)
+    try:
+        if interrupts.signum is None:  # a signal while the cluster started: no run
+            runner.start(**todo)
+            runner.wait()
+    finally:
+        progress.close()
+        if videos is not None:
+            videos.close()
+            if videos.failed:
                 print(f"esnb: {len(videos.failed)} video(s) not written, the first: "
                       f"{videos.failed[0]}", file=sys.stderr)
-        if interrupts.signum is not None:
-            finish(runner, args, started, plan.folder, evaluate=False)
-            print(runs.stopped_line(runner, interrupts.signum,
-                                    runs.resume_command("esnb", command, plan.folder)),
-                  file=sys.stderr)
-            return interrupts.exit_code
-        finish(runner, args, started, plan.folder)
-    return interrupts.exit_code  # a signal during the final evaluation: it was finished
+    stopped = interrupts.signum is not None
+    summary = finish(runner, args, started, plan.folder, evaluate=not stopped)
+    for tracker in trackers:
+        tracker.log_final(summary, plan.folder / "checkpoint.npz")
+    if stopped:
+        print(runs.stopped_line(runner, interrupts.signum,
+                                runs.resume_command("esnb", command, plan.folder)),
+              file=sys.stderr)
+    return interrupts.exit_code  # also a signal during the final evaluation: it was finished
 
 
 def run_training(algo, args) -> int:
