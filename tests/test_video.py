@@ -107,13 +107,15 @@ def test_dashboard_button_shows_the_video_under_the_plot_while_the_run_goes_on()
     try:
         assert board.children[-1] is board.video_view and board.video_view.value == ""
         runner.start(generations=10**6)
-        board.record.click()
+        board.record.click()  # returns at once: the policy is taken after the generation
+        wait_until(lambda: board.video is not None, what="a video started")
         before = runner.iteration
-        assert "rendering an episode" in board.video_status.value
+        assert "rendering an episode" in board.video_status.value or board.video.done()
         board.video.result()
         during = runner.iteration - before
         wait_until(lambda: board.video_view.value.startswith("<video"), what="the video")
-        assert "return" in board.video_status.value
+        assert f"generation {board.video.iteration:,}: return" in board.video_status.value
+        assert board.video.iteration >= before - 1
         assert board.video_view.value == board.video._repr_html_()
     finally:
         runner.stop()

@@ -405,11 +405,13 @@ class Runner:
         from esnb.video import render
 
         with self._iter_lock:  # between iterations: parameters and statistics agree
-            policy = self.acting_policy()
+            policy, iteration = self.acting_policy(), self.iteration
         cfg = self.config
-        return render(policy, cfg.env, episodes=episodes, seed=seed,
-                      max_steps=max_steps or getattr(cfg, "max_episode_steps", None),
-                      env_kwargs=getattr(cfg, "env_kwargs", None), size=size, wait=wait)
+        video = render(policy, cfg.env, episodes=episodes, seed=seed,
+                       max_steps=max_steps or getattr(cfg, "max_episode_steps", None),
+                       env_kwargs=getattr(cfg, "env_kwargs", None), size=size, wait=False)
+        video.iteration = iteration
+        return video.result() if wait else video
 
     # -- checkpoints -------------------------------------------------------------------------
     def save(self, path) -> Any:

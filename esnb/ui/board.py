@@ -4,6 +4,7 @@ under the plot a "record episode" button and the video it renders."""
 from __future__ import annotations
 
 import html
+import threading
 
 import ipywidgets as widgets
 
@@ -42,7 +43,10 @@ class Dashboard(widgets.VBox):
         self.video = None
         self.record = widgets.Button(description="record episode", icon="video-camera",
                                      layout=widgets.Layout(width="150px"))
-        self.record.on_click(lambda _b: self.record_episode())
+        # on a thread: taking the policy waits for the iteration in progress (an ES
+        # generation may last seconds), and a button's callback must not hold the kernel
+        self.record.on_click(lambda _b: threading.Thread(
+            target=self.record_episode, name="esnb-record-episode", daemon=True).start())
         try:
             runner.acting_policy()
         except ValueError as exc:  # said on the button: what the algorithm holds instead
@@ -58,14 +62,13 @@ class Dashboard(widgets.VBox):
         under the plot when ready (returns the :class:`~esnb.video.Video`, or None when it
         could not start: the reason is shown)."""
         it = self.runner.iteration_column.replace("_", " ")
+        self._say_video("rendering an episode of the current policy…")
         try:
             video = self.runner.video(wait=False, **self.video_options)
         except ValueError as exc:
             self._say_video(f"no video: {exc}", error=True)
             return None
         self.video = video
-        at = self.runner.iteration
-        self._say_video(f"rendering an episode of the policy at {it} {at:,}…")
 
         def show(v):  # on the rendering pool's thread: widget updates are thread-safe
             if v is not self.video:
@@ -76,7 +79,7 @@ class Dashboard(widgets.VBox):
                 self._say_video(f"no video: {exc}", error=True)
                 return
             self.video_view.value = v._repr_html_()
-            self._say_video(f"{it} {at:,}: return {float(v.returns.sum()):,.2f}")
+            self._say_video(f"{it} {v.iteration:,}: return {float(v.returns.sum()):,.2f}")
 
         video.add_done_callback(show)
         return video
