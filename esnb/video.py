@@ -107,9 +107,8 @@ def render(policy, env_id: str, episodes: int = 1, seed: int = 0, max_steps: int
         Passed to ``gymnasium.make``.
     size : (int, int), optional
         ``(width, height)`` of the frames (MuJoCo's envs; default: the environment's own,
-        480x480). Software OpenGL (Mesa's llvmpipe) took 0.07-0.3 s a HalfCheetah frame on
-        this project's shared 2-core machine, at 480x480 and 160x160 alike: cap the episode
-        (``max_steps``) where time matters.
+        480x480). Software OpenGL (Mesa's llvmpipe) is slow, and hardly faster at small sizes:
+        cap the episode (``max_steps``) where time matters.
     wait : bool
         Return once the video is ready (else at once: :meth:`Video.result` waits).
     """

@@ -25,7 +25,7 @@ from esnb.envs.rollout import FastEnv, run_episode
 from esnb.ui import dashboard
 
 ENV = "HalfCheetah-v5"
-SIZE = (64, 48)  # (width, height): software OpenGL renders ~0.1 s a frame, whatever the size
+SIZE = (64, 48)  # (width, height); software OpenGL is slow whatever the size: short episodes
 
 
 def wait_until(predicate, what: str, polls: int = 500):
