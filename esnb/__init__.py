@@ -28,6 +28,8 @@ _LAZY = {
        for name, module in algo.exports.items()},
     "Runner": "esnb.runners.base",
     "TensorBoard": "esnb.runners.tensorboard",
+    "MLflow": "esnb.runners.mlflow_tracker",
+    "Video": "esnb.video",
     "make_client": "esnb.cluster",
     "Controls": "esnb.controls",
     "Control": "esnb.controls",

@@ -189,9 +189,10 @@ def history_to_json(records: list[dict]) -> list[dict]:
     return out
 
 
-def write_run_folder(runner, out: str | os.PathLike, summary: dict | None = None) -> Path:
-    """Write ``history.csv``, ``changes.csv``, ``summary.json``, ``plot.html`` and
-    ``checkpoint.npz`` of ``runner`` into ``out``."""
+def write_run_folder(runner, out: str | os.PathLike, summary: dict | None = None,
+                     checkpoint: bool = True) -> Path:
+    """Write ``history.csv``, ``changes.csv``, ``summary.json``, ``plot.html`` and (unless
+    ``checkpoint`` is False: written already) ``checkpoint.npz`` of ``runner`` into ``out``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     history: pd.DataFrame = runner.history
@@ -203,7 +204,8 @@ def write_run_folder(runner, out: str | os.PathLike, summary: dict | None = None
         last = history.iloc[-1].to_dict()
         doc["last"] = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in last.items()}
     write_json(out / "summary.json", doc)
-    runner.save(out / "checkpoint.npz")
+    if checkpoint:
+        runner.save(out / "checkpoint.npz")
     try:  # last: a plotting problem must never cost the run's data
         from bokeh.embed import file_html
         from bokeh.resources import INLINE

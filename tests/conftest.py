@@ -92,3 +92,26 @@ def kernel(monkeypatch):
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def run_with_control_changes(attach, **runner_kwargs):
+    """An inline CartPole ES run of 6 generations with a tracker attached after the second
+    (``attach(runner)`` makes it) and control changes used first by generations 3 and 6:
+    what the trackers' tests read back. Returns ``(runner, tracker)``, the tracker closed."""
+    import esnb
+
+    runner = esnb.ES("CartPole-v1", population=10, noise_size=SMALL_NOISE, eval_interval=2,
+                     eval_episodes=1, client=False, **runner_kwargs)
+    runner.start(generations=2)
+    runner.wait(60)
+    tracker = attach(runner)  # attached mid-run: the rows so far are written too
+    runner.controls.set(sigma=0.05)
+    runner.start(generations=3)
+    runner.wait(60)
+    runner.controls.set(lr=0.005, shaping="raw")
+    runner.start(generations=1)
+    runner.wait(60)
+    tracker.close()
+    tracker.close()  # idempotent; detached
+    assert tracker.rows == 6
+    return runner, tracker

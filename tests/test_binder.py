@@ -28,7 +28,10 @@ REQUIREMENTS = BINDER / "requirements.txt"
 #: what the Binder image must contain (normalised project names)
 EXPECTED = {"esnb", "torch", "jupyterlab", "ipywidgets", "jupyterlab-widgets", "jupyter-bokeh",
             "dask-labextension", "jupyter-server-proxy", "dask", "distributed", "bokeh",
-            "gymnasium", "mujoco"}
+            "gymnasium", "mujoco",
+            "imageio", "imageio-ffmpeg", "pygame"}  # esnb[video]: tutorials 01 and 05's videos
+#: Debian packages repo2docker installs from binder/apt.txt: MuJoCo's headless EGL rendering
+APT = {"libegl1", "libegl-mesa0", "libgl1-mesa-dri", "libopengl0"}
 
 
 def _norm(name: str) -> str:
@@ -58,7 +61,7 @@ def test_binder_files_ask_for_cpu_torch_and_the_lab_extensions():
         "Binder must pin a CPU build of torch (a CUDA build does not fit a 1-2 GB pod)")
     assert any(ln.startswith("--extra-index-url") and "/whl/cpu" in ln for ln in lines), (
         "the +cpu torch wheels live on PyTorch's CPU index")
-    assert "." in lines, "esnb itself (the repository) must be installed"
+    assert ".[video]" in lines, "esnb itself (the repository) with its video extra"
     named = {_norm(re.split(r"[<>=!~\[; ]", ln)[0]) for ln in lines
              if not ln.startswith(("-", "."))}
     assert {"jupyterlab", "jupyter-bokeh", "dask-labextension", "jupyter-server-proxy"} <= named
@@ -193,6 +196,13 @@ def test_binder_requirements_resolve_in_a_fresh_venv(tmp_path):
     print(f"\nresolved {len(found)} packages; torch {found['torch']['metadata']['version']}, "
           f"jupyterlab {found['jupyterlab']['metadata']['version']} (venv {t_venv - t0:.0f} s, "
           f"pip {t_pip - t_venv:.0f} s, resolution {t_resolve - t_pip:.0f} s)")
+
+
+def test_binder_installs_headless_rendering_as_ci_does():
+    apt = set((BINDER / "apt.txt").read_text().split())
+    assert apt == APT
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert all(package in ci for package in APT)
 
 
 def test_readme_has_the_binder_badge_and_links_every_tutorial_and_notebook():

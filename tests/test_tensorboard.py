@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import SMALL_NOISE
+from conftest import SMALL_NOISE, run_with_control_changes
 
 import esnb
 from esnb.cli import main
@@ -36,21 +36,8 @@ def scalar_columns(history):
 
 
 def test_every_history_column_and_each_change_read_back(tmp_path):
-    runner = esnb.ES("CartPole-v1", population=10, noise_size=SMALL_NOISE, eval_interval=2,
-                     eval_episodes=1, client=False)
-    runner.start(generations=2)
-    runner.wait(60)
-    # attached mid-run: the rows so far are written too
-    board = esnb.TensorBoard(runner, tmp_path / "tb", flush_every=0)
-    runner.controls.set(sigma=0.05)
-    runner.start(generations=3)
-    runner.wait(60)
-    runner.controls.set(lr=0.005, shaping="raw")
-    runner.start(generations=1)
-    runner.wait(60)
-    board.close()
-    board.close()  # idempotent; detached
-    assert board.rows == 6
+    runner, _ = run_with_control_changes(
+        lambda r: esnb.TensorBoard(r, tmp_path / "tb", flush_every=0))
 
     events = read_events(tmp_path / "tb")
     history = runner.history

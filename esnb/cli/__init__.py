@@ -1,5 +1,5 @@
-"""The ``esnb`` command: ``esnb demo``, ``esnb train <algorithm>``, ``esnb bench <name>``,
-``esnb docs settings``.
+"""The ``esnb`` command: ``esnb demo``, ``esnb train <algorithm>``, ``esnb play RUN``,
+``esnb export RUN``, ``esnb bench <name>``, ``esnb docs settings``.
 
 Algorithms plug in through :mod:`esnb.runners.registry` (each declared in its own package; the
 flags derive from its config dataclass, see :mod:`esnb.cli.train`); benchmarks through
@@ -80,6 +80,15 @@ def build_parser() -> argparse.ArgumentParser:
         trainer.add_arguments(algo, p)
         p.set_defaults(trainer=name)
 
+    from esnb.cli import play as playing
+
+    play = sub.add_parser("play", help=first_sentence(playing.PLAY_DESCRIPTION),
+                          description=playing.PLAY_DESCRIPTION)
+    playing.add_play_arguments(play)
+    export = sub.add_parser("export", help=first_sentence(playing.EXPORT_DESCRIPTION),
+                            description=playing.EXPORT_DESCRIPTION)
+    playing.add_export_arguments(export)
+
     docs_text = "Print documentation derived from the code."
     docs = sub.add_parser("docs", help=docs_text, description=docs_text)
     docs.add_argument("what", choices=["settings"],
@@ -138,6 +147,10 @@ def main(argv: list[str] | None = None) -> int:
             return docs.run(args)
         if args.command == "train":
             return common.run_training(algorithms()[args.trainer], args)
+        if args.command in ("play", "export"):
+            from esnb.cli import play
+
+            return play.run_play(args) if args.command == "play" else play.run_export(args)
         return int(importlib.import_module(args.bench).run(args) or 0)
     except (ValueError, FileNotFoundError) as exc:
         print(f"esnb: error: {exc}", file=sys.stderr)

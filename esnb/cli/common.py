@@ -29,6 +29,10 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="run name: the folder runs/<name> (default: <algorithm>-<time>)")
     p.add_argument("--final-eval", type=integer(0), default=10, metavar="EPISODES",
                    help="noise-free episodes of the final policy (0: none)")
+    p.add_argument("--video-every", type=integer(0), default=0, metavar="N",
+                   help="write videos/<iteration>.mp4 in the run folder every N iterations: an "
+                        "episode of the policy, rendered beside the run (0: none; needs "
+                        "esnb[video] and headless OpenGL, MUJOCO_GL=egl)")
     p.add_argument("--resume", default=None, metavar="RUN",
                    help="continue the run in this run folder (or checkpoint file); live "
                         "settings given beside it apply as control changes (default: a new "
@@ -51,6 +55,11 @@ def add_cluster_arguments(p: argparse.ArgumentParser, workers: int = 2) -> None:
                    help="also log every history column and each control change for "
                         "TensorBoard, into DIR (without DIR: <run folder>/tensorboard; needs "
                         "esnb[tensorboard]) [default: off]")
+    p.add_argument("--mlflow", nargs="?", const="", default=None, metavar="URI",
+                   help="also log to MLflow: settings, every history column, control "
+                        "changes, the final evaluation and the checkpoint, into URI (a folder "
+                        "or a tracking server; without URI: ./mlruns; experiment: "
+                        "MLFLOW_EXPERIMENT_NAME or esnb; needs esnb[mlflow]) [default: off]")
 
 
 def add_demo_arguments(p: argparse.ArgumentParser) -> None:
@@ -154,12 +163,16 @@ def finish(runner, args, started: float, folder: Path, evaluate: bool = True) ->
 
     summary = {"wall_time_total": None}
     final = getattr(args, "final_eval", 10)
-    if evaluate and hasattr(runner, "evaluate") and final > 0:
+    evaluating = evaluate and hasattr(runner, "evaluate") and final > 0
+    if evaluating:
+        # the run folder's checkpoint is the state before the evaluation: `esnb play` loads it
+        # and its evaluation generator draws the same episode seeds
+        runner.save(folder / "checkpoint.npz")
         returns = runner.evaluate_final(final)  # kept on the runner: plot.html marks it
         summary.update(final_eval_mean=float(returns.mean()), final_eval_std=float(returns.std()),
                        final_eval_episodes=int(len(returns)))
     summary["wall_time_total"] = time.perf_counter() - started
-    write_run_folder(runner, folder, summary)
+    write_run_folder(runner, folder, summary, checkpoint=not evaluating)
     if evaluate:
         print(json.dumps(strict(summary), indent=2, allow_nan=False))
         print(f"run folder: {folder}")
@@ -179,6 +192,46 @@ def tensorboard_dir(args, folder: Path) -> Path | None:
     return Path(where) if where else folder / "tensorboard"
 
 
+def check_mlflow(args) -> None:
+    """``--mlflow``'s extra is installed (before any cluster starts)."""
+    if getattr(args, "mlflow", None) is None:
+        return
+    try:
+        import mlflow  # noqa: F401
+    except ImportError:
+        raise ValueError("--mlflow needs the mlflow-skinny (or mlflow) package: "
+                         "pip install 'esnb[mlflow]'") from None
+
+
+def start_trackers(runner, args, board_dir: Path | None) -> list:
+    """The trackers asked for (``--tensorboard``, ``--mlflow``), attached to ``runner``."""
+    trackers = []
+    if board_dir is not None:
+        from esnb.runners.tensorboard import TensorBoard
+
+        # a resumed folder's event files hold the rows up to the resume already
+        trackers.append(TensorBoard(runner, board_dir,
+                                    history=not any(board_dir.glob("events.out.tfevents.*"))))
+    if getattr(args, "mlflow", None) is not None:
+        from esnb.runners.mlflow_tracker import MLflow
+
+        trackers.append(MLflow(runner, args.mlflow or None))  # a resume: a new MLflow run
+    return trackers
+
+
+def start_videos(runner, args, folder: Path):
+    """``--video-every``: a :class:`~esnb.video.VideoRecorder` (None: not asked), once the
+    runner is known to have a policy to render and this machine to render its env."""
+    every = getattr(args, "video_every", 0)
+    if not every:
+        return None
+    from esnb.video import VideoRecorder, probe
+
+    runner.acting_policy()  # or one line: what the algorithm holds instead
+    probe(runner.config.env, getattr(runner.config, "env_kwargs", None))
+    return VideoRecorder(runner, folder / "videos", every)
+
+
 def run(cls, values: dict, args, command: str, budget: dict, default_budget: dict,
         preset: str = "laptop", banner: str | None = None) -> int:
     """Plan, start a cluster, run to the budget (with checkpoints), finish; see
@@ -189,47 +242,62 @@ def run(cls, values: dict, args, command: str, budget: dict, default_budget: dic
     started = time.perf_counter()
     plan = runs.plan_run(cls, values, args)
     board_dir = tensorboard_dir(args, plan.folder)  # before any cluster: the extra is there
+    check_mlflow(args)
     with runs.Interrupts() as interrupts, session(args.workers, args.address) as executor:
         runner = runs.build_runner(plan, executor)
         interrupts.watch(runner)
         runner.keep_checkpoints(plan.folder / "checkpoint.npz", every=args.checkpoint_every)
-        board = None
-        if board_dir is not None:
-            from esnb.runners.tensorboard import TensorBoard
-
-            # a resumed folder's event files hold the rows up to the resume already
-            board = TensorBoard(runner, board_dir,
-                                history=not any(board_dir.glob("events.out.tfevents.*")))
-        todo = runs.remaining(runner, budget, default_budget, plan.saved_target)
-        link = executor.dashboard_link
-        if banner:
-            print(banner + (f", dashboard {link}" if link else ""))
-        elif link:
-            env = getattr(runner.config, "env", None)
-            print(f"esnb: {runner.title}" + (f" on {env}" if env else "")
-                  + f", dashboard {link}", file=sys.stderr)
-        unit, total = next(iter(todo.items()))
-        total += runner._progress().get(unit, 0)
-        note = budget_note(runner, unit, total)
-        if note:
-            print(note, file=sys.stderr)
-        progress = Progress(runner, unit, total, disable=args.no_progress)
+        trackers, finished = start_trackers(runner, args, board_dir), False
         try:
-            if interrupts.signum is None:  # a signal while the cluster started: no run
-                runner.start(**todo)
-                runner.wait()
+            code = _run_and_finish(runner, args, plan, interrupts, executor, started, command,
+                                   budget, default_budget, banner, trackers)
+            finished = True
+            return code
         finally:
-            progress.close()
-            if board is not None:
-                board.close()
-        if interrupts.signum is not None:
-            finish(runner, args, started, plan.folder, evaluate=False)
-            print(runs.stopped_line(runner, interrupts.signum,
-                                    runs.resume_command("esnb", command, plan.folder)),
-                  file=sys.stderr)
-            return interrupts.exit_code
-        finish(runner, args, started, plan.folder)
-    return interrupts.exit_code  # a signal during the final evaluation: it was finished
+            for tracker in trackers:
+                tracker.close(failed=not finished)
+
+
+def _run_and_finish(runner, args, plan, interrupts, executor, started, command, budget,
+                    default_budget, banner, trackers) -> int:
+    """The run to its budget (or a signal), its run folder, the trackers' last records."""
+    from esnb.cli import run as runs
+
+    videos = start_videos(runner, args, plan.folder)
+    todo = runs.remaining(runner, budget, default_budget, plan.saved_target)
+    link = executor.dashboard_link
+    if banner:
+        print(banner + (f", dashboard {link}" if link else ""))
+    elif link:
+        env = getattr(runner.config, "env", None)
+        print(f"esnb: {runner.title}" + (f" on {env}" if env else "")
+              + f", dashboard {link}", file=sys.stderr)
+    unit, total = next(iter(todo.items()))
+    total += runner._progress().get(unit, 0)
+    note = budget_note(runner, unit, total)
+    if note:
+        print(note, file=sys.stderr)
+    progress = Progress(runner, unit, total, disable=args.no_progress)
+    try:
+        if interrupts.signum is None:  # a signal while the cluster started: no run
+            runner.start(**todo)
+            runner.wait()
+    finally:
+        progress.close()
+        if videos is not None:
+            videos.close()
+            if videos.failed:
+                print(f"esnb: {len(videos.failed)} video(s) not written, the first: "
+                      f"{videos.failed[0]}", file=sys.stderr)
+    stopped = interrupts.signum is not None
+    summary = finish(runner, args, started, plan.folder, evaluate=not stopped)
+    for tracker in trackers:
+        tracker.log_final(summary, plan.folder / "checkpoint.npz")
+    if stopped:
+        print(runs.stopped_line(runner, interrupts.signum,
+                                runs.resume_command("esnb", command, plan.folder)),
+              file=sys.stderr)
+    return interrupts.exit_code  # also a signal during the final evaluation: it was finished
 
 
 def run_training(algo, args) -> int:

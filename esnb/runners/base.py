@@ -56,6 +56,8 @@ class Runner:
     iteration_column: ClassVar[str] = "generation"
     #: the settings dataclass (one declaration per setting)
     Config: ClassVar[type[Settings]]
+    #: what the run learns, said when it has no single policy to export or render
+    holds: ClassVar[str] = "no single MLP policy"
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -379,6 +381,41 @@ class Runner:
         self.final_evaluation = {**where, "mean": float(returns.mean()),
                                  "std": float(returns.std()), "episodes": int(returns.size)}
         return returns
+
+    # -- the policy outside the run ------------------------------------------------------------
+    def acting_policy(self):
+        """The current policy as data (:class:`~esnb.nets.acting.ActingPolicy`): what
+        ``esnb export`` writes and :meth:`video` renders.
+
+        Raises
+        ------
+        ValueError
+            When the algorithm learns no single policy of that kind (says what it holds).
+        """
+        raise ValueError(f"{self.algorithm} has no policy esnb can export or render: it holds "
+                         f"{self.holds}")
+
+    def video(self, episodes: int = 1, seed: int = 0, max_steps: int | None = None,
+              size: tuple[int, int] | None = None, wait: bool = True):
+        """Episodes of the current policy, rendered in another process while the run goes on.
+
+        Returns a :class:`~esnb.video.Video` (shown inline by a notebook, ``.save("x.mp4")``
+        or ``.gif``); ``wait=False`` returns at once and the video fills in when ready
+        (``.result()`` waits). Episode ``k`` starts from ``reset(seed=seed + k)``; ``max_steps``
+        caps each one (default: the run's own episode length); ``size`` is ``(width,
+        height)`` (default: the environment's). A checkpoint's policy:
+        ``type(runner).load(path, client=False).video()``, or ``esnb play RUN --video``.
+        """
+        from esnb.video import render
+
+        with self._iter_lock:  # between iterations: parameters and statistics agree
+            policy, iteration = self.acting_policy(), self.iteration
+        cfg = self.config
+        video = render(policy, cfg.env, episodes=episodes, seed=seed,
+                       max_steps=max_steps or getattr(cfg, "max_episode_steps", None),
+                       env_kwargs=getattr(cfg, "env_kwargs", None), size=size, wait=False)
+        video.iteration = iteration
+        return video.result() if wait else video
 
     # -- checkpoints -------------------------------------------------------------------------
     def save(self, path) -> Any:

@@ -13,19 +13,17 @@ Attach it to any runner in Python, or pass ``--tensorboard [DIR]`` to ``esnb tra
 then ``tensorboard --logdir runs/tb``. A scalar's step is the row's ``env_steps`` when the
 history has it (runs of different algorithms then share an x axis), else the runner's
 iteration counter; the text tag ``controls`` holds each change (``sigma 0.02 → 0.05``) at the
-step of the first iteration that used it, as in ``runner.changes``.
+step of the first iteration that used it, as in ``runner.changes`` (the bookkeeping of
+:class:`esnb.runners.tracking.Tracker`, shared with :class:`esnb.MLflow`).
 """
 
 from __future__ import annotations
 
-import math
 import os
-import threading
 import time
 from pathlib import Path
-from typing import Any
 
-from esnb.record import finite_float
+from esnb.runners.tracking import Tracker
 
 #: the tag of the control changes (a text series)
 CHANGES_TAG = "controls"
@@ -46,11 +44,7 @@ def _modules():
         tensor_util
 
 
-def _text(value: Any) -> str:
-    return f"{value:.6g}" if isinstance(value, float) else str(value)
-
-
-class TensorBoard:
+class TensorBoard(Tracker):
     """Write ``runner``'s history rows and control changes as TensorBoard events.
 
     Parameters
@@ -77,90 +71,33 @@ class TensorBoard:
                  history: bool = True, flush_every: float = 5.0):
         (self._np, self._event_pb2, self._summary_pb2, scalar_md, text_md, writer_cls,
          self._tensor_util) = _modules()
-        self.runner = runner
         self.logdir = Path(logdir) if logdir is not None else \
             Path("runs") / runner.name / "tensorboard"
         self.logdir.mkdir(parents=True, exist_ok=True)
         self._scalar_md = scalar_md.create_summary_metadata(display_name="", description="")
         self._text_md = text_md.create_summary_metadata(display_name="", description="")
         self._writer = writer_cls(str(self.logdir))
-        self._lock = threading.Lock()  # rows come from the runner's thread, close from others
-        self._flush_every = float(flush_every)
-        self._last_flush = time.monotonic()
-        self._closed = False
-        self.rows = 0
-        # changes already in the log before we attach are written with the history or skipped
-        self._changes_seen = 0 if history else len(runner.changes)
-        if history:
-            for row in runner.records:
-                self._write_row(row)
-        runner.add_observer(self)
-
-    # -- what is written ---------------------------------------------------------------------
-    def step_of(self, row: dict[str, Any]) -> int:
-        """The TensorBoard step of a history row: env steps if it has them, else its iteration."""
-        steps = finite_float(row.get("env_steps"))
-        if steps is not None:
-            return int(steps)
-        return int(row.get(self.runner.iteration_column, self.rows + 1))
+        super().__init__(runner, history=history, flush_every=flush_every)
 
     def _event(self, step: int, tag: str, tensor, metadata):
         event = self._event_pb2.Event(wall_time=time.time(), step=int(step))
         event.summary.value.add(tag=tag, tensor=tensor, metadata=metadata)
         self._writer.add_event(event)
 
-    def _write_row(self, row: dict[str, Any]) -> None:
-        step = self.step_of(row)
-        for column, value in row.items():
-            number = finite_float(value)
-            if number is not None:
-                self._event(step, column, self._tensor_util.make_tensor_proto(
-                    self._np.float32(number)), self._scalar_md)
-        self._write_changes(row)
-        self.rows += 1
+    def _scalars(self, step: int, values: dict[str, float]) -> None:
+        for column, number in values.items():
+            self._event(step, column, self._tensor_util.make_tensor_proto(
+                self._np.float32(number)), self._scalar_md)
 
-    def _write_changes(self, row: dict[str, Any]) -> None:
-        # a change is logged before the row of the iteration that first used it
-        changes = self.runner.changes
-        it = self.runner.iteration_column
-        new = changes.iloc[self._changes_seen:]
-        new = new[new[it] <= row.get(it, math.inf)]
-        if not len(new):
-            return
-        text = ", ".join(f"{c['name']} {_text(c['old'])} → {_text(c['new'])}"
-                         for _, c in new.iterrows())
+    def _changes(self, step: int, text: str) -> None:
         tensor = self._tensor_util.make_tensor_proto(self._np.array(text.encode(), dtype=object))
-        self._event(self.step_of(row), CHANGES_TAG, tensor, self._text_md)
-        self._changes_seen += len(new)
+        self._event(step, CHANGES_TAG, tensor, self._text_md)
 
-    # -- the observer ------------------------------------------------------------------------
-    def __call__(self, row: dict[str, Any]) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            self._write_row(row)
-            if time.monotonic() - self._last_flush >= self._flush_every:
-                self._writer.flush()
-                self._last_flush = time.monotonic()
+    def _flush(self) -> None:
+        self._writer.flush()
 
-    def flush(self) -> None:
-        with self._lock:
-            if not self._closed:
-                self._writer.flush()
-
-    def close(self) -> None:
-        """Detach from the runner and close the event file (idempotent)."""
-        self.runner.remove_observer(self)
-        with self._lock:
-            if not self._closed:
-                self._closed = True
-                self._writer.close()
-
-    def __enter__(self) -> TensorBoard:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def _close(self, failed: bool) -> None:
+        self._writer.close()
 
     def __repr__(self) -> str:
         return f"<TensorBoard {str(self.logdir)!r} rows={self.rows}>"

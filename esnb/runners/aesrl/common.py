@@ -79,6 +79,12 @@ class MeanActor:
 
         return TD3Actor(self.spec, self.mu)
 
+    def acting_policy(self):
+        """The mean actor as data (TD3's tanh squash as its head)."""
+        from esnb.nets.acting import ActingPolicy
+
+        return ActingPolicy(self.spec, self.mu, head="tanh")
+
     def evaluate(self, episodes: int = 10) -> np.ndarray:
         """Returns of ``episodes`` noise-free episodes of the current mean."""
         if int(episodes) < 1:

@@ -78,6 +78,7 @@ class ApeX(ReplayCheckpoints, Runner):
     """
 
     algorithm = "ApeX"
+    holds = "a Q-network, acted on greedily (exporting it is not implemented)"
     iteration_column = "iteration"
     Config = ApeXDQNConfig
     #: the live step sizes the learner takes per update (and the history records)
@@ -385,6 +386,7 @@ class ApeXDPG(ApeX):
     """
 
     algorithm = "ApeX-DPG"
+    holds = "a DPG actor and its critic (exporting them is not implemented)"
     Config = ApeXDPGConfig
     rate_controls = ("actor_lr", "critic_lr")
     _build = staticmethod(build_dpg)

@@ -74,6 +74,7 @@ class EpisodeRunner(Runner):
     """
 
     algorithm: ClassVar[str] = "VAN"
+    holds = "Monte-Carlo Q-network(s) acted on greedily (exporting them is not implemented)"
     iteration_column = "episode"
     Config = EpisodeConfig
     learner_class: ClassVar[type] = MCLearner
@@ -182,6 +183,8 @@ class EORL(EpisodeRunner):
     """
 
     algorithm = "EORL"
+    holds = ("a population of Monte-Carlo Q-networks (evaluate() acts greedily with the best "
+             "member)")
     Config = EORLConfig
     learner_class = EORLLearner
 

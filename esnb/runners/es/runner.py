@@ -155,6 +155,12 @@ class ES(Runner):
             pol.set_obs_norm(self.obs_stats.mean, self.obs_stats.std)
         return pol
 
+    def acting_policy(self):
+        """The current mean policy with the normalisation its rollouts use, as data."""
+        from esnb.nets.acting import ActingPolicy
+
+        return ActingPolicy(self.spec, self.es.theta, *self._normalisation())
+
     def evaluate(self, episodes: int = 10) -> np.ndarray:
         """Returns of ``episodes`` noise-free episodes of the current theta (on the cluster)."""
         if int(episodes) < 1:

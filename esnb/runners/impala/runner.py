@@ -81,6 +81,7 @@ class Impala(Runner):
     """
 
     algorithm = "Impala"
+    holds = "an actor-critic network (exporting it is not implemented)"
     iteration_column = "iteration"
     Config = ImpalaConfig
 

@@ -1,0 +1,150 @@
+"""``esnb play`` reproduces a run's final evaluation; ``esnb export`` writes the policy with
+its normalisation and action head, and onnxruntime (and TorchScript) compute esnb's actions on
+1,000 observations to 1e-5; bad input is one line."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnxruntime as ort  # the test extra: a missing package fails here, not skipped
+import pytest
+import torch
+from conftest import SMALL_NOISE
+
+from esnb.cli import main
+from esnb.nets.acting import ActingPolicy
+from esnb.nets.export import write
+from esnb.nets.policy import PolicySpec
+from esnb.rl.td3.actor import NumpyTD3Actor
+from esnb.runners.playback import load_run
+
+ENV = "HalfCheetah-v5"
+
+
+@pytest.fixture(scope="module")
+def es_run(tmp_path_factory):
+    """A short ES run on a 2-worker LocalCluster, final evaluation of 3 episodes."""
+    out = tmp_path_factory.mktemp("runs") / "es"
+    code = main(["train", "es", "--env", ENV, "--generations", "3", "--workers", "2",
+                 "--population", "8", "--noise-size", str(SMALL_NOISE), "--max-episode-steps",
+                 "100", "--no-progress", "--final-eval", "3", "--out", str(out)])
+    assert code == 0
+    return out
+
+
+def test_play_reproduces_the_final_evaluation(es_run, capsys):
+    summary = json.loads((es_run / "summary.json").read_text())
+    capsys.readouterr()
+    assert main(["play", str(es_run), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["algorithm"] == "ES" and doc["generation"] == 3 and doc["episodes"] == 3
+    # the same seeds, in this process instead of on the cluster: the same returns
+    assert doc["mean"] == summary["final_eval_mean"]
+    assert doc["std"] == summary["final_eval_std"]
+    assert len(set(doc["returns"])) == 3  # three episodes, three seeds
+    # the checkpoint file names the run as well as its folder; the line says both figures
+    assert main(["play", str(es_run / "checkpoint.npz")]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("ES ") and line.count("±") == 2 and "final evaluation" in line
+
+
+def observations(spec: PolicySpec, mean, std, n: int, rng) -> np.ndarray:
+    """``n`` observations around the statistics, a share of them beyond the clip."""
+    return (mean + 3.0 * std * rng.standard_normal((n, spec.obs_dim))).astype(np.float32)
+
+
+def onnx_actions(path, obs: np.ndarray) -> np.ndarray:
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return session.run(["action"], {"obs": obs})[0]
+
+
+def test_exported_run_matches_esnb_under_onnxruntime_and_torchscript(es_run, tmp_path):
+    assert main(["export", str(es_run)]) == 0
+    assert main(["export", str(es_run), "--format", "torchscript",
+                 "--out", str(tmp_path / "p.pt")]) == 0
+    policy = load_run(es_run).acting_policy()
+    assert policy.obs_mean is not None  # ES normalises: the file must fold that in
+    rng = np.random.default_rng(0)
+    obs = observations(policy.spec, policy.obs_mean, policy.obs_std, 1000, rng)
+    want = policy.actions(obs)
+    np.testing.assert_allclose(onnx_actions(es_run / "policy.onnx", obs), want, atol=1e-5,
+                               rtol=0)
+    traced = torch.jit.load(str(tmp_path / "p.pt"))
+    np.testing.assert_allclose(traced(torch.from_numpy(obs)).numpy(), want, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("head", ["bounds", "tanh", "discrete"])
+def test_large_parameters_every_head_match_to_1e5(tmp_path, head):
+    """Parameters of a trained policy's size (not the small initial ones), clipped actions
+    and normalised inputs in the clip: every head of esnb's rollouts, as ONNX."""
+    rng = np.random.default_rng(1)
+    discrete = head == "discrete"
+    spec = PolicySpec(17, 6, (64, 64), discrete=discrete,
+                      low=() if discrete else (-1.0,) * 6, high=() if discrete else (1.0,) * 6)
+    flat = (0.3 * rng.standard_normal(spec.num_params)).astype(np.float32)
+    mean, std = rng.standard_normal(17), np.exp(rng.standard_normal(17))
+    policy = ActingPolicy(spec, flat, mean, std, head="tanh" if head == "tanh" else "bounds")
+    obs = observations(spec, mean, std, 1000, rng)
+    got = onnx_actions(write(policy, tmp_path / "p.onnx", "onnx"), obs)
+    want = policy.actions(obs)
+    if discrete:
+        assert got.dtype == np.int64 and (got == want).all()
+        assert len(np.unique(want)) > 1
+        return
+    if head == "bounds":
+        assert (np.abs(want) == 1.0).any() and (np.abs(want) < 1.0).any()  # bounds matter
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+    if head == "tanh":  # the head TD3's actors act with (AES-RL's and CEM-RL's mean)
+        unnormalised = ActingPolicy(spec, flat, head="tanh")
+        td3 = NumpyTD3Actor(spec, flat)
+        np.testing.assert_array_equal(unnormalised.actions(obs),
+                                      np.stack([td3.act(o) for o in obs]))
+
+
+def test_cemrl_mean_exports_as_its_td3_actor(tmp_path):
+    from esnb.runners.aesrl import CEMRL
+
+    runner = CEMRL("InvertedPendulum-v5", seed=0, actor_hidden=(16, 16), client=False)
+    path = tmp_path / "cemrl.npz"
+    runner.save(path)
+    assert main(["export", str(path), "--out", str(tmp_path / "c.onnx")]) == 0
+    obs = np.random.default_rng(2).standard_normal((1000, 4)).astype(np.float32)
+    td3 = NumpyTD3Actor(runner.spec, runner.mu)
+    np.testing.assert_allclose(onnx_actions(tmp_path / "c.onnx", obs),
+                               np.stack([td3.act(o) for o in obs]), atol=1e-5, rtol=0)
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err
+    return err
+
+
+def test_bad_input_is_one_line(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for command in ("play", "export"):
+        assert main([command, str(empty)]) == 2
+        assert "no checkpoint at" in one_error_line(capsys)
+    for argv in (["export", str(empty), "--format", "tflite"],
+                 ["play", str(empty), "--episodes", "0"]):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code == 2
+        assert argv[-1] in one_error_line(capsys)
+
+    from esnb.runners.eorl import EORL
+
+    path = tmp_path / "eorl.npz"
+    EORL("bitflip", {"n_bits": 4}, client=False).save(path)
+    assert main(["export", str(path)]) == 2
+    err = one_error_line(capsys)
+    assert "EORL has no policy esnb can export" in err
+    assert "population of Monte-Carlo Q-networks" in err
+    assert not (tmp_path / "policy.onnx").exists()
+
+    damaged = tmp_path / "damaged.npz"
+    damaged.write_bytes(b"not a checkpoint")
+    assert main(["play", str(damaged)]) == 2
+    assert "not an esnb checkpoint" in one_error_line(capsys)
