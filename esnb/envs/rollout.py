@@ -3,7 +3,9 @@
 Vector environments do not help on CPU MuJoCo (measured); esnb parallelises whole rollouts
 across processes instead, and keeps the per-step loop lean: gymnasium's bookkeeping wrappers
 (``TimeLimit``, ``OrderEnforcing``, ``PassiveEnvChecker``) are stepped around, with the time
-limit enforced here. Any other wrapper is kept and stepped through.
+limit enforced here, and gymnasium's v5 MuJoCo tasks step through
+:mod:`esnb.envs.mujoco_fast` (gymnasium's bits, computed from ``MjData`` directly). Any other
+wrapper is kept and stepped through.
 """
 
 from __future__ import annotations
@@ -52,10 +54,20 @@ class FastEnv:
         Episode cap (defaults to the id's own time limit, which must exist).
     env_kwargs : dict, optional
         Passed to ``gymnasium.make``.
+    direct : bool
+        Step gymnasium's v5 MuJoCo tasks through :mod:`esnb.envs.mujoco_fast` (the same bits,
+        less Python per step); False keeps gymnasium's own step (benchmarks compare the two).
+
+    Attributes
+    ----------
+    core : object
+        What episodes step: ``reset(seed=)`` and ``step(action)`` of the unwrapped environment
+        (or of :class:`esnb.envs.mujoco_fast.MujocoCore`), or the wrapped one when a wrapper
+        other than gymnasium's bookkeeping is in the stack.
     """
 
     def __init__(self, env_id: str, max_episode_steps: int | None = None,
-                 env_kwargs: dict | None = None):
+                 env_kwargs: dict | None = None, direct: bool = True):
         self.env = make_env(env_id, max_episode_steps=max_episode_steps, **(env_kwargs or {}))
         limit = None
         layer, wrappers = self.env, []
@@ -71,6 +83,10 @@ class FastEnv:
         self.limit = int(limit)
         stripped = all(w in _BOOKKEEPING for w in wrappers)
         self.core = self.env.unwrapped if stripped else self.env
+        if stripped and direct and type(self.core).__module__.startswith("gymnasium.envs.mujoco"):
+            from esnb.envs.mujoco_fast import fast_core  # imports mujoco: MuJoCo tasks only
+
+            self.core = fast_core(self.core) or self.core
         self.observation_space = self.env.observation_space
         self.action_space = self.env.action_space
         self._obs_buf: np.ndarray | None = None
