@@ -71,6 +71,9 @@ def run_lockstep(envs: list[FastEnv], policy: BatchPolicy,
     limit = envs[0].limit
     discrete = policy.spec.discrete
     rows = np.zeros((width, policy.spec.obs_dim), dtype=np.float64)
+    # each observation lands in its row as it comes (an image-shaped one as well: no ravel)
+    shaped = rows.reshape((width,) + tuple(envs[0].observation_space.shape))
+    isfinite = math.isfinite
     results: list[Episode | None] = [None] * len(episodes)
     live: list[_Live] = []
     waiting = iter(range(len(episodes)))
@@ -94,7 +97,7 @@ def run_lockstep(envs: list[FastEnv], policy: BatchPolicy,
     while live:
         k = len(live)
         for j, ep in enumerate(live):
-            rows[j] = np.ravel(ep.obs)
+            shaped[j] = ep.obs
             if ep.buf is not None:
                 ep.buf[ep.t] = rows[j]
         actions = policy.act(rows, k)
@@ -106,7 +109,7 @@ def run_lockstep(envs: list[FastEnv], policy: BatchPolicy,
             ep.obs, r, ep.terminated, ep.truncated, _ = ep.step(a)
             ep.t += 1
             r = float(r)
-            if not math.isfinite(r):
+            if not isfinite(r):
                 ep.finite = False
                 done.append(j)
                 continue

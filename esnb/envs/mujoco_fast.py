@@ -28,7 +28,8 @@ from gymnasium.envs.mujoco import (
     walker2d_v5,
 )
 
-_concat, _clip, _sum, _square = np.concatenate, np.clip, np.sum, np.square
+# np.sum(x) is np.add.reduce(x, None) behind a Python wrapper: called directly, the same bits
+_concat, _clip, _sum, _square = np.concatenate, np.clip, np.add.reduce, np.square
 
 
 class MujocoCore:
@@ -59,60 +60,46 @@ def fast_core(env) -> MujocoCore | None:
     return MujocoCore(env, build(env))
 
 
-def _physics(env):
+def _physics(env, forces: bool = False):
     """``(advance(action), qpos, qvel)``: set the controls and take ``frame_skip`` physics
-    steps, then ``mj_rnePostConstraint`` only where the task reads its results."""
+    steps, then ``mj_rnePostConstraint`` only when ``forces`` (the task reads ``cfrc_ext``)."""
     model, data = env.model, env.data
     ctrl, nstep, mj_step = data.ctrl, int(env.frame_skip), mujoco.mj_step
+    rne = mujoco.mj_rnePostConstraint
 
-    def advance(action):
-        ctrl[:] = action
-        mj_step(model, data, nstep=nstep)
+    if forces:
+        def advance(action):
+            ctrl[:] = action
+            mj_step(model, data, nstep=nstep)
+            rne(model, data)
+    else:
+        def advance(action):
+            ctrl[:] = action
+            mj_step(model, data, nstep=nstep)
 
     return advance, data.qpos, data.qvel
 
 
-def _advance_with_forces(env):
-    advance, qpos, qvel = _physics(env)
-    model, data, rne = env.model, env.data, mujoco.mj_rnePostConstraint
+def _forward_runner(skip: int):
+    """HalfCheetah's and Swimmer's step: forward velocity of ``qpos[0]`` minus a control
+    cost; the observation leaves out the first ``skip`` positions (by default)."""
 
-    def advance_rne(action):
-        advance(action)
-        rne(model, data)
+    def build(env):
+        advance, qpos, qvel = _physics(env)
+        dt, fw, cw = env.dt, env._forward_reward_weight, env._ctrl_cost_weight
+        first = skip if env._exclude_current_positions_from_observation else 0
 
-    return advance_rne, qpos, qvel
+        def step(action):
+            before = qpos[0]
+            advance(action)
+            x_velocity = (qpos[0] - before) / dt
+            obs = _concat((qpos[first:], qvel))
+            reward = fw * x_velocity - cw * _sum(_square(action), None)
+            return obs, reward, False, False, {}
 
+        return step
 
-def _half_cheetah(env):
-    advance, qpos, qvel = _physics(env)
-    dt, fw, cw = env.dt, env._forward_reward_weight, env._ctrl_cost_weight
-    skip = 1 if env._exclude_current_positions_from_observation else 0
-
-    def step(action):
-        before = qpos[0]
-        advance(action)
-        x_velocity = (qpos[0] - before) / dt
-        obs = _concat((qpos[skip:], qvel))
-        reward = fw * x_velocity - cw * _sum(_square(action))
-        return obs, reward, False, False, {}
-
-    return step
-
-
-def _swimmer(env):
-    advance, qpos, qvel = _physics(env)
-    dt, fw, cw = env.dt, env._forward_reward_weight, env._ctrl_cost_weight
-    skip = 2 if env._exclude_current_positions_from_observation else 0
-
-    def step(action):
-        before = qpos[0]
-        advance(action)
-        x_velocity = (qpos[0] - before) / dt
-        obs = _concat((qpos[skip:], qvel))
-        reward = fw * x_velocity - cw * _sum(_square(action))
-        return obs, reward, False, False, {}
-
-    return step
+    return build
 
 
 def _hopper_walker(healthy):
@@ -133,7 +120,7 @@ def _hopper_walker(healthy):
             obs = _concat((qpos[skip:], _clip(qvel, -10, 10)))
             ok = is_healthy()
             rewards = fw * x_velocity + ok * hr
-            reward = rewards - cw * _sum(_square(action))
+            reward = rewards - cw * _sum(_square(action), None)
             return obs, reward, (not ok) and terminate, False, {}
 
         return step
@@ -168,7 +155,7 @@ def _walker_health(env, qpos, qvel):
 
 
 def _ant(env):
-    advance, qpos, qvel = _advance_with_forces(env)
+    advance, qpos, qvel = _physics(env, forces=True)
     data = env.data
     dt, fw, cw = env.dt, env._forward_reward_weight, env._ctrl_cost_weight
     ccw, hr = env._contact_cost_weight, env._healthy_reward
@@ -192,14 +179,14 @@ def _ant(env):
         state = _concat((qpos, qvel))
         ok = isfinite(state).all() and min_z <= state[2] <= max_z
         rewards = x_velocity * fw + ok * hr
-        costs = cw * _sum(_square(action)) + ccw * _sum(_square(forces))
+        costs = cw * _sum(_square(action), None) + ccw * _sum(_square(forces), None)
         return obs, rewards - costs, (not ok) and terminate, False, {}
 
     return step
 
 
 def _humanoid(env):
-    advance, qpos, qvel = _advance_with_forces(env)
+    advance, qpos, qvel = _physics(env, forces=True)
     model, data = env.model, env.data
     dt, fw, cw = env.dt, env._forward_reward_weight, env._ctrl_cost_weight
     ccw, hr = env._contact_cost_weight, env._healthy_reward
@@ -222,9 +209,9 @@ def _humanoid(env):
         x_velocity = ((mass_center(model, data) - before) / dt)[0]
         obs = _concat([qpos[skip:], qvel] + [a[s:].flatten() for a, s in extras])
         ok = min_z < qpos[2] < max_z
-        contact = _clip(ccw * _sum(_square(cfrc_ext)), min_cost, max_cost)
+        contact = _clip(ccw * _sum(_square(cfrc_ext), None), min_cost, max_cost)
         rewards = fw * x_velocity + ok * hr
-        costs = cw * _sum(_square(ctrl)) + contact
+        costs = cw * _sum(_square(ctrl), None) + contact
         return obs, rewards - costs, (not ok) and terminate, False, {}
 
     return step
@@ -265,8 +252,8 @@ def _inverted_double_pendulum(env):
 
 #: gymnasium's v5 class -> the builder of its step
 _STEPS = {
-    half_cheetah_v5.HalfCheetahEnv: _half_cheetah,
-    swimmer_v5.SwimmerEnv: _swimmer,
+    half_cheetah_v5.HalfCheetahEnv: _forward_runner(1),
+    swimmer_v5.SwimmerEnv: _forward_runner(2),
     hopper_v5.HopperEnv: _hopper_walker(_hopper_health),
     walker2d_v5.Walker2dEnv: _hopper_walker(_walker_health),
     ant_v5.AntEnv: _ant,
