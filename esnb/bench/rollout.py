@@ -7,6 +7,7 @@ Measured side by side, round after round (``--repeats``), medians reported:
 - **physics in parallel**: the same in as many fresh processes as ES has workers, at once
   (per process): ES's workers meet that contention on a shared machine, a lone loop may not;
 - **gymnasium step**: the unwrapped environment's ``step`` on the same actions;
+- **direct step**: :mod:`esnb.envs.mujoco_fast`'s step of the task on the same actions;
 - **worker loop, before**: a pair task the way ES ran it before issue 26 (one episode at a
   time, :class:`~esnb.nets.NumpyPolicy`, gymnasium's step: ``FastEnv(direct=False)``);
 - **worker loop, now**: :func:`esnb.runners.es.tasks.es_pairs` (lock-step episodes over
@@ -124,24 +125,24 @@ def physics_in_parallel(env_id: str, steps: int, processes: int, seed: int = 0) 
     return statistics.mean(rates)
 
 
-def gym_step_rate(env_id: str, steps: int, seed: int = 0) -> float:
+def gym_step_rate(env_id: str, steps: int, seed: int = 0, direct: bool = False) -> float:
     """Gymnasium's unwrapped ``step`` per second on the same actions (reset at termination or
-    the time limit)."""
-    import gymnasium as gym
+    the time limit); ``direct``: esnb's step of the same task (:mod:`esnb.envs.mujoco_fast`)."""
+    from esnb.envs import FastEnv
 
-    outer = gym.make(env_id)
-    env, limit = outer.unwrapped, outer.spec.max_episode_steps
-    actions, step = _actions(env, steps, seed), env.step
-    env.reset(seed=seed)
+    env = FastEnv(env_id, direct=direct)
+    core, limit = env.core, env.limit
+    actions, step = _actions(env, steps, seed), core.step
+    core.reset(seed=seed)
     t, t0 = 0, time.perf_counter()
     for i in range(steps):
         _, _, term, _, _ = step(actions[i])
         t += 1
         if term or t >= limit:
-            env.reset(seed=i)
+            core.reset(seed=i)
             t = 0
     seconds = time.perf_counter() - t0
-    outer.close()
+    env.close()
     return steps / seconds
 
 
@@ -198,8 +199,8 @@ def measure(env: str = ENV, population: int = 40, repeats: int = 3, steps: int =
     old_env = FastEnv(env, direct=False)
     es_pairs(*task)  # warm: the lock-step environments, the noise table
     trees = {"now": None} if compare is None else {"now": None, "before": compare}
-    rates: dict = {k: [] for k in ("physics", "physics_parallel", "gym_step", "loop_before",
-                                   "loop_now")}
+    rates: dict = {k: [] for k in ("physics", "physics_parallel", "gym_step", "direct_step",
+                                   "loop_before", "loop_now")}
     rates.update({f"es_{name}": [] for name in trees})
     crcs: dict = {name: set() for name in trees}
     same_returns = True
@@ -207,6 +208,7 @@ def measure(env: str = ENV, population: int = 40, repeats: int = 3, steps: int =
         rates["physics"].append(physics_rate(env, steps, seed=r))
         rates["physics_parallel"].append(physics_in_parallel(env, steps, workers, seed=r))
         rates["gym_step"].append(gym_step_rate(env, steps, seed=r))
+        rates["direct_step"].append(gym_step_rate(env, steps, seed=r, direct=True))
         n, s, returns = loop_before(*task, old_env)
         rates["loop_before"].append(n / s)
         now = es_pairs(*task)
@@ -233,6 +235,7 @@ def measure(env: str = ENV, population: int = 40, repeats: int = 3, steps: int =
 LABELS = {"physics": "physics, mj_step(nstep=frame_skip)",
           "physics_parallel": "physics, in as many processes as workers",
           "gym_step": "gymnasium's unwrapped step",
+          "direct_step": "esnb's direct step (envs.mujoco_fast)",
           "loop_before": "worker loop, before (1 episode at a time)",
           "loop_now": "worker loop, now (lock step, direct)",
           "es_now": "ES end to end, per worker",
