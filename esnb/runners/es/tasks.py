@@ -216,8 +216,10 @@ def es_pairs(cfg: RolloutConfig, payload: PolicyPayload, indices: np.ndarray,
     return out
 
 
-#: the most episodes a task steps at once (each needs its own environment, kept per thread)
-LOCKSTEP_WIDTH = 32
+#: the most episodes a task steps at once. Each needs its own environment, kept per thread:
+#: ~1.1 MB each for HalfCheetah or Humanoid (measured), so 16 add ~18 MB to a worker's 63 MB
+#: USS (target <= 120, BENCHMARKS.md); a population of 64 on 2 workers fills them.
+LOCKSTEP_WIDTH = 16
 
 
 def _lockstep(cfg: RolloutConfig, payload: PolicyPayload, episodes: list) -> list:
