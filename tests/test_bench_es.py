@@ -73,3 +73,23 @@ def test_memory_reports_every_process_and_the_cold_start(tmp_path):
         assert abs(parts - m["total_pss"]) < 1e-6 * m["total_pss"] + 1e-9
     assert len(r["cold_starts"]) == 1 and r["cold_start_median"] > 0
     assert "all processes PSS" in p.stdout and "cold start" in p.stdout
+
+
+@pytest.mark.slow
+def test_rollout_bench_prints_fractions_of_the_physics(tmp_path):
+    """Every layer as a fraction of the physics; the lock-step loop returns what the loop
+    before it did; ES compared with a tree (this one) ends on the same theta."""
+    import pathlib
+
+    root = str(pathlib.Path(__file__).resolve().parents[1])
+    p = esnb("bench", "rollout", "--env", "Hopper-v5", "--repeats", "1", "--steps", "500",
+             "--pairs", "2", "--population", "4", "--generations", "1", "--compare", root,
+             "--json", str(tmp_path / "r.json"))
+    assert p.returncode == 0, p.stderr
+    r = json.loads((tmp_path / "r.json").read_text())
+    fractions = r["fraction_of_physics"]
+    assert set(fractions) == {"physics", "physics_parallel", "gym_step", "direct_step",
+                              "loop_before", "loop_now", "es_now", "es_before"}
+    assert fractions["physics"] == 1.0 and all(f > 0 for f in fractions.values())
+    assert r["loop_returns_same"] is True and r["es_theta_same"] is True
+    assert "of the physics" in p.stdout and "target: ES end to end" in p.stdout

@@ -97,15 +97,17 @@ def add_arguments(p) -> None:
 
 
 def child(mode: str, workers: int, generations: int, population: int, env: str,
-          tree: str | None = None) -> dict:
-    """Run :data:`CHILD` in a fresh interpreter (on the esnb in ``tree`` if given)."""
+          tree: str | None = None, source: str = CHILD) -> dict:
+    """Run ``source`` (:data:`CHILD`, or another benchmark's program taking the same
+    arguments) in a fresh interpreter (on the esnb in ``tree`` if given); its
+    ``ESNB-BENCH {json}`` line."""
     environ = dict(os.environ)
     if tree is not None:
         environ["PYTHONPATH"] = os.pathsep.join(
             [tree] + ([environ["PYTHONPATH"]] if environ.get("PYTHONPATH") else []))
     # the child runs from its tree, so "import esnb" finds that tree's package first
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, mode, str(workers), str(generations), str(population),
+        [sys.executable, "-c", source, mode, str(workers), str(generations), str(population),
          env], capture_output=True, text=True, env=environ, cwd=tree or os.getcwd(),
         timeout=900)
     for line in proc.stdout.splitlines():

@@ -33,6 +33,7 @@ BENCHMARKS: dict[str, str] = {
     "soak": "esnb.bench.soak",
     "aes-time": "esnb.bench.aes_time",
     "aes-rules": "esnb.bench.aes_rules",
+    "rollout": "esnb.bench.rollout",
 }
 
 

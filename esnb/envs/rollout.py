@@ -3,7 +3,9 @@
 Vector environments do not help on CPU MuJoCo (measured); esnb parallelises whole rollouts
 across processes instead, and keeps the per-step loop lean: gymnasium's bookkeeping wrappers
 (``TimeLimit``, ``OrderEnforcing``, ``PassiveEnvChecker``) are stepped around, with the time
-limit enforced here. Any other wrapper is kept and stepped through.
+limit enforced here, and gymnasium's v5 MuJoCo tasks step through
+:mod:`esnb.envs.mujoco_fast` (gymnasium's bits, computed from ``MjData`` directly). Any other
+wrapper is kept and stepped through.
 """
 
 from __future__ import annotations
@@ -52,10 +54,20 @@ class FastEnv:
         Episode cap (defaults to the id's own time limit, which must exist).
     env_kwargs : dict, optional
         Passed to ``gymnasium.make``.
+    direct : bool
+        Step gymnasium's v5 MuJoCo tasks through :mod:`esnb.envs.mujoco_fast` (the same bits,
+        less Python per step); False keeps gymnasium's own step (benchmarks compare the two).
+
+    Attributes
+    ----------
+    core : object
+        What episodes step: ``reset(seed=)`` and ``step(action)`` of the unwrapped environment
+        (or of :class:`esnb.envs.mujoco_fast.MujocoCore`), or the wrapped one when a wrapper
+        other than gymnasium's bookkeeping is in the stack.
     """
 
     def __init__(self, env_id: str, max_episode_steps: int | None = None,
-                 env_kwargs: dict | None = None):
+                 env_kwargs: dict | None = None, direct: bool = True):
         self.env = make_env(env_id, max_episode_steps=max_episode_steps, **(env_kwargs or {}))
         limit = None
         layer, wrappers = self.env, []
@@ -71,6 +83,10 @@ class FastEnv:
         self.limit = int(limit)
         stripped = all(w in _BOOKKEEPING for w in wrappers)
         self.core = self.env.unwrapped if stripped else self.env
+        if stripped and direct and type(self.core).__module__.startswith("gymnasium.envs.mujoco"):
+            from esnb.envs.mujoco_fast import fast_core  # imports mujoco: MuJoCo tasks only
+
+            self.core = fast_core(self.core) or self.core
         self.observation_space = self.env.observation_space
         self.action_space = self.env.action_space
         self._obs_buf: np.ndarray | None = None
@@ -92,14 +108,21 @@ def cached_env(env_id: str, max_episode_steps: int | None = None,
                env_kwargs: tuple = ()) -> FastEnv:
     """This thread's :class:`FastEnv` for the configuration (made once, then reused: each
     episode resets it with its own seed). ``env_kwargs`` is a hashable tuple of pairs."""
+    return cached_envs(env_id, max_episode_steps, env_kwargs, 1)[0]
+
+
+def cached_envs(env_id: str, max_episode_steps: int | None, env_kwargs: tuple,
+                n: int) -> list[FastEnv]:
+    """``n`` of this thread's environments for the configuration (episodes stepped in lock
+    step each need their own; made on first need, then reused)."""
     cache = getattr(_local, "envs", None)
     if cache is None:
         cache = _local.envs = {}
     key = (env_id, max_episode_steps, tuple(env_kwargs))
-    env = cache.get(key)
-    if env is None:
-        env = cache[key] = FastEnv(env_id, max_episode_steps, dict(env_kwargs))
-    return env
+    envs = cache.setdefault(key, [])
+    while len(envs) < n:
+        envs.append(FastEnv(env_id, max_episode_steps, dict(env_kwargs)))
+    return envs[:n]
 
 
 def run_episode(env: FastEnv, policy, seed: int, collect_obs: bool = False,
@@ -152,17 +175,8 @@ def run_episode(env: FastEnv, policy, seed: int, collect_obs: bool = False,
         total += r
         if terminated or truncated:
             break
-    truncated = bool(truncated or (not terminated and t >= limit))
-    if finite and not np.all(np.isfinite(obs)):
-        finite = False
-    ep = Episode(total, t, bool(terminated), truncated, finite)
-    if collect_obs and finite:
-        seen = buf[:t]
-        ep.obs_sum = seen.sum(axis=0)
-        ep.obs_sumsq = np.square(seen).sum(axis=0)
-        ep.obs_count = t
-        if not (np.all(np.isfinite(ep.obs_sum)) and np.all(np.isfinite(ep.obs_sumsq))):
-            ep.finite = False
+    ep = finish_episode(total, t, limit, terminated, truncated, finite, obs,
+                        buf if collect_obs else None)
     if record and ep.finite:
         buf[t] = np.ravel(obs)
         done = np.zeros(t, dtype=bool)
@@ -170,6 +184,25 @@ def run_episode(env: FastEnv, policy, seed: int, collect_obs: bool = False,
         ep.transitions = {"obs": buf[:t].copy(), "action": np.asarray(actions),
                           "reward": np.asarray(rewards, dtype=np.float64),
                           "next_obs": buf[1:t + 1].copy(), "done": done}
+    return ep
+
+
+def finish_episode(total: float, t: int, limit: int, terminated, truncated, finite: bool, obs,
+                   seen: np.ndarray | None) -> Episode:
+    """The :class:`Episode` of a loop that stopped after ``t`` steps (:func:`run_episode`'s and
+    :func:`esnb.envs.lockstep.run_lockstep`'s): truncation by the limit, the last observation's
+    finiteness, and the sums of ``seen[:t]`` (the observations acted on) when given."""
+    truncated = bool(truncated or (not terminated and t >= limit))
+    if finite and not np.all(np.isfinite(obs)):
+        finite = False
+    ep = Episode(total, t, bool(terminated), truncated, finite)
+    if seen is not None and finite:
+        seen = seen[:t]
+        ep.obs_sum = seen.sum(axis=0)
+        ep.obs_sumsq = np.square(seen).sum(axis=0)
+        ep.obs_count = t
+        if not (np.all(np.isfinite(ep.obs_sum)) and np.all(np.isfinite(ep.obs_sumsq))):
+            ep.finite = False
     return ep
 
 

@@ -110,7 +110,8 @@ def run(layers: list[tuple], x: np.ndarray) -> np.ndarray:
     """The numpy forward of an MLP: outputs ``[batch, out]`` of ``x`` ``[batch, in]``
     (float32) through :meth:`MLP.unpack` layers: Ape-X's and IMPALA's actors. (One observation
     at a time, :class:`esnb.nets.numpy_policy.NumpyPolicy` computes the same function about
-    twice as fast: ES's and TD3's rollouts and EORL's acting use it.)"""
+    twice as fast: TD3's rollouts and EORL's acting use it; ES's lock-step episodes run
+:class:`esnb.nets.batch_policy.BatchPolicy`.)"""
     for w, b, kind, slope in layers:
         x = x @ w.T + b
         if kind != "linear":

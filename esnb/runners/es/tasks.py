@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from esnb.envs.rollout import FastEnv, cached_env, gaussian_noise, run_episode
-from esnb.nets.numpy_policy import NumpyPolicy
+from esnb.envs.lockstep import EpisodeSpec, run_lockstep
+from esnb.envs.rollout import FastEnv, cached_env, cached_envs, gaussian_noise
+from esnb.nets.batch_policy import BatchPolicy
 from esnb.nets.policy import PolicySpec
 from esnb.noise import NoiseConfig, get_noise_table
 from esnb.runners.es import host_theta
@@ -174,11 +175,9 @@ def es_pairs(cfg: RolloutConfig, payload: PolicyPayload, indices: np.ndarray,
         the members whose ``collect`` flag was set; ``seconds`` of compute and ``steps``.
     """
     t0 = time.perf_counter()
-    env = get_env(cfg)
     noise = get_noise_table(cfg.noise)
     spec = cfg.spec
     theta = payload.theta
-    dim = theta.size
     sigma = np.float32(payload.sigma)
     n = len(indices)
     out = {
@@ -191,42 +190,67 @@ def es_pairs(cfg: RolloutConfig, payload: PolicyPayload, indices: np.ndarray,
         "obs_sumsq": np.zeros((n, spec.obs_dim), dtype=np.float64),
         "obs_count": np.zeros(n, dtype=np.int64),
     }
+    episodes = []
     for j in range(n):
-        eps = noise.get(int(indices[j]), dim)
+        seed = int(env_seeds[j])
         for member, sign in ((0, 1.0), (1, -1.0)):
-            params = theta + np.float32(sign) * sigma * eps
-            policy = NumpyPolicy(spec, params, payload.obs_mean, payload.obs_std)
-            act = policy.act
+            perturb = None
             if cfg.action_noise and not spec.discrete:  # Box actions only (as OpenAI's)
-                act = gaussian_noise(act, cfg.action_noise,
-                                     np.random.default_rng([int(env_seeds[j]), member]))
-            ep = run_episode(env, act, int(env_seeds[j]), collect_obs=bool(collect[j, member]))
-            out["returns"][j, member] = ep.ret
-            out["lengths"][j, member] = ep.length
-            out["terminated"][j, member] = ep.terminated
-            out["truncated"][j, member] = ep.truncated
-            out["finite"][j, member] = ep.finite
-            if ep.obs_count:
-                out["obs_sum"][j] += ep.obs_sum
-                out["obs_sumsq"][j] += ep.obs_sumsq
-                out["obs_count"][j] += ep.obs_count
+                perturb = gaussian_noise(_same, cfg.action_noise,
+                                         np.random.default_rng([seed, member]))
+            episodes.append(EpisodeSpec(_perturbed(theta, sign, sigma, noise, int(indices[j])),
+                                        seed, bool(collect[j, member]), perturb))
+    for e, ep in enumerate(_lockstep(cfg, payload, episodes)):
+        j, member = divmod(e, 2)
+        out["returns"][j, member] = ep.ret
+        out["lengths"][j, member] = ep.length
+        out["terminated"][j, member] = ep.terminated
+        out["truncated"][j, member] = ep.truncated
+        out["finite"][j, member] = ep.finite
+        if ep.obs_count:
+            out["obs_sum"][j] += ep.obs_sum
+            out["obs_sumsq"][j] += ep.obs_sumsq
+            out["obs_count"][j] += ep.obs_count
     out["steps"] = int(out["lengths"].sum())
     out["seconds"] = time.perf_counter() - t0
     return out
 
 
+#: the most episodes a task steps at once. Each needs its own environment, kept per thread:
+#: ~1.1 MB each for HalfCheetah or Humanoid (measured), so 16 add ~18 MB to a worker's 63 MB
+#: USS (target <= 120, BENCHMARKS.md); a population of 64 on 2 workers fills them.
+LOCKSTEP_WIDTH = 16
+
+
+def _lockstep(cfg: RolloutConfig, payload: PolicyPayload, episodes: list) -> list:
+    """Run ``episodes`` in lock step (:func:`esnb.envs.lockstep.run_lockstep`) on this thread's
+    environments, with the payload's observation normalisation."""
+    width = max(1, min(len(episodes), LOCKSTEP_WIDTH))
+    envs = cached_envs(cfg.env_id, cfg.max_episode_steps, cfg.env_kwargs, width)
+    policy = BatchPolicy(cfg.spec, width, payload.obs_mean, payload.obs_std)
+    return run_lockstep(envs, policy, episodes)
+
+
+def _perturbed(theta: np.ndarray, sign: float, sigma: np.float32, noise, index: int):
+    """The episode's parameters ``theta + sign * sigma * noise[index]``, made when it starts."""
+    def params():
+        return theta + np.float32(sign) * sigma * noise.get(index, theta.size)
+
+    return params
+
+
+def _same(action):
+    return action
+
+
 def evaluate(cfg: RolloutConfig, payload: PolicyPayload, env_seeds: np.ndarray) -> dict:
     """Noise-free episodes of ``theta`` (no action noise), one per seed."""
     t0 = time.perf_counter()
-    env = get_env(cfg)
-    policy = NumpyPolicy(cfg.spec, payload.theta, payload.obs_mean, payload.obs_std)
-    n = len(env_seeds)
-    returns = np.zeros(n, dtype=np.float64)
-    lengths = np.zeros(n, dtype=np.int64)
-    finite = np.ones(n, dtype=bool)
-    for i, seed in enumerate(env_seeds):
-        ep = run_episode(env, policy, int(seed))
-        returns[i], lengths[i], finite[i] = ep.ret, ep.length, ep.finite
+    episodes = [EpisodeSpec(payload.theta, int(seed)) for seed in env_seeds]
+    done = _lockstep(cfg, payload, episodes)
+    returns = np.array([ep.ret for ep in done], dtype=np.float64)
+    lengths = np.array([ep.length for ep in done], dtype=np.int64)
+    finite = np.array([ep.finite for ep in done], dtype=bool)
     return {"returns": returns, "lengths": lengths, "finite": finite,
             "steps": int(lengths.sum()), "seconds": time.perf_counter() - t0}
 
