@@ -69,9 +69,11 @@ def test_lockstep_episodes_are_run_episodes(env_id, width):
         noise = None if discrete or i % 3 == 0 else 0.2
         perturb = act = None
         if noise:
-            perturb = gaussian_noise(lambda a: a, noise, np.random.default_rng([i, 1]))
+            perturb = gaussian_noise(lambda a: a, noise, np.random.default_rng([i, 1]),
+                                     spec.low, spec.high)
         policy = NumpyPolicy(spec, p, mean, std)
-        act = gaussian_noise(policy.act, noise, np.random.default_rng([i, 1])) if noise \
+        act = gaussian_noise(lambda o, f=policy.outputs: f(o).copy(), noise,
+                             np.random.default_rng([i, 1]), spec.low, spec.high) if noise \
             else policy.act
         expected.append(run_episode(env, act, seed=100 + i, collect_obs=i % 2 == 0))
         specs.append(EpisodeSpec(p if i % 2 else (lambda p=p: p), 100 + i, i % 2 == 0,
@@ -102,8 +104,9 @@ def test_es_task_results_unchanged_by_lockstep():
         for member, sign in ((0, 1.0), (1, -1.0)):
             params = theta + np.float32(sign) * np.float32(0.1) * table.get(int(indices[j]),
                                                                              theta.size)
-            act = gaussian_noise(NumpyPolicy(spec, params, mean, std).act, 0.05,
-                                 np.random.default_rng([int(seeds[j]), member]))
+            act = gaussian_noise(NumpyPolicy(spec, params, mean, std).outputs, 0.05,
+                                 np.random.default_rng([int(seeds[j]), member]),
+                                 spec.low, spec.high)
             ep = run_episode(env, act, int(seeds[j]), collect_obs=bool(collect[j, member]))
             assert out["returns"][j, member] == ep.ret
             assert out["lengths"][j, member] == ep.length

@@ -108,3 +108,19 @@ def test_apex_actors_refresh_their_parameters_every_400_of_their_own_frames():
     assert ApeXDQNConfig.build("paper").actor_param_period == 400
     assert ApeXDPGConfig.build("paper").actor_param_period == 400
     assert "since_control += rounds " in inspect.getsource(tasks.actor_loop)
+
+
+def test_es_action_noise_goes_on_the_network_output_before_the_bounds():
+    """openai/evolution-strategies-starter, es_distributed/policies.py (MujocoPolicy.act):
+    ``a = self._act(ob); if random_stream is not None and self.ac_noise_std != 0:
+    a += random_stream.randn(*a.shape) * self.ac_noise_std`` on the network's output, and the
+    environment bounds the result. An output past its bound stays at the bound whatever the
+    noise; one inside moves by the noise."""
+    from esnb.envs.rollout import gaussian_noise
+
+    raw = np.array([5.0, 0.5, -7.0], np.float32)
+    noisy = gaussian_noise(lambda obs: raw.copy(), 0.1, np.random.default_rng(0),
+                           low=(-3.0, -3.0, -3.0), high=(3.0, 3.0, 3.0))
+    for _ in range(20):
+        a = noisy(None)
+        assert a[0] == 3.0 and a[2] == -3.0 and a[1] != 0.5 and abs(a[1] - 0.5) < 1

@@ -27,7 +27,7 @@ class EpisodeSpec:
     """One episode to run: its parameters (float32, or a function making them when the episode
     starts: a task's perturbed vectors need not all exist at once), reset seed, whether its
     observations are summed, and an optional ``perturb(action) -> action`` (exploration noise
-    with its own generator)."""
+    with its own generator, given the raw output: it applies the bounds itself)."""
 
     params: np.ndarray | Callable[[], np.ndarray]
     seed: int
@@ -92,6 +92,8 @@ def run_lockstep(envs: list[FastEnv], policy: BatchPolicy,
             live[slot] = state
         return True
 
+    # exploration noise goes on the raw outputs, the bounds after it (perturb clips)
+    noisy = any(e.perturb is not None for e in episodes)
     while len(live) < width and start(len(live)):
         pass
     while live:
@@ -100,12 +102,14 @@ def run_lockstep(envs: list[FastEnv], policy: BatchPolicy,
             shaped[j] = ep.obs
             if ep.buf is not None:
                 ep.buf[ep.t] = rows[j]
-        actions = policy.act(rows, k)
+        actions = policy.act(rows, k, clip=not noisy)
         done = []
         for j, ep in enumerate(live):
             a = int(actions[j]) if discrete else actions[j]
             if ep.perturb is not None:
                 a = ep.perturb(a)
+            elif noisy and not discrete:
+                a = policy.clip(a)
             ep.obs, r, ep.terminated, ep.truncated, _ = ep.step(a)
             ep.t += 1
             r = float(r)

@@ -207,15 +207,23 @@ def finish_episode(total: float, t: int, limit: int, terminated, truncated, fini
 
 
 # -- exploration, as wrappers of a policy's act ----------------------------------------------
-def gaussian_noise(act, std: float, rng: np.random.Generator):
-    """``act`` plus N(0, std^2) on every action component (OpenAI-ES's ``ac_noise_std``)."""
+def gaussian_noise(act, std: float, rng: np.random.Generator, low=None, high=None):
+    """``act`` plus N(0, std^2) on every action component, then clipped to ``[low, high]``
+    when given (OpenAI-ES's ``ac_noise_std``: the starter adds the noise to the network's
+    output and the environment bounds the result, so ``act`` gives the raw output and the
+    bounds come after the noise, never before)."""
     if not std:
         return act
     std = float(std)
+    bounds = None if low is None or not len(low) else (np.asarray(low, np.float32),
+                                                       np.asarray(high, np.float32))
 
     def noisy(obs):
         a = act(obs)
-        return a + std * rng.standard_normal(a.shape).astype(np.float32)
+        a = a + std * rng.standard_normal(a.shape).astype(np.float32)
+        if bounds is not None:
+            np.clip(a, bounds[0], bounds[1], out=a)
+        return a
 
     return noisy
 

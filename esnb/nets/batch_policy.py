@@ -60,10 +60,11 @@ class BatchPolicy:
         for m in self._mats:
             m[dst] = m[src]
 
-    def act(self, obs: np.ndarray, k: int) -> np.ndarray:
+    def act(self, obs: np.ndarray, k: int, clip: bool = True) -> np.ndarray:
         """Actions of slots ``0..k-1`` for the observations ``obs[:k]`` (rows, float64):
-        ``[k, act_dim]`` float32 clipped to the bounds, or ``[k]`` argmax indices (discrete).
-        Row ``j`` has the bits of ``NumpyPolicy(spec, flat_j, mean, std).act(obs[j])``."""
+        ``[k, act_dim]`` float32 clipped to the bounds (``clip=False``: the raw outputs, for
+        noise added before the bounds), or ``[k]`` argmax indices (discrete). Row ``j`` has
+        the bits of ``NumpyPolicy(spec, flat_j, mean, std).act(obs[j])``."""
         n = self.spec.obs_dim
         x = self._inputs[0][:k, :n]
         np.subtract(obs[:k], self._mean, out=x, casting="same_kind")
@@ -83,8 +84,14 @@ class BatchPolicy:
         y = self._outs[last][:k, :, 0]
         if self.spec.discrete:
             return np.argmax(y, axis=1)
-        if self._high is None:
+        if self._high is None or not clip:
             return y.copy()
+        return self.clip(y)
+
+    def clip(self, y: np.ndarray) -> np.ndarray:
+        """``y`` clipped to the action bounds (a new array; ``y`` itself if unbounded)."""
+        if self._high is None:
+            return y
         a = np.minimum(y, self._high)
         np.maximum(a, self._low, out=a)
         return a

@@ -196,8 +196,9 @@ def es_pairs(cfg: RolloutConfig, payload: PolicyPayload, indices: np.ndarray,
         for member, sign in ((0, 1.0), (1, -1.0)):
             perturb = None
             if cfg.action_noise and not spec.discrete:  # Box actions only (as OpenAI's)
-                perturb = gaussian_noise(_same, cfg.action_noise,
-                                         np.random.default_rng([seed, member]))
+                perturb = gaussian_noise(_same, cfg.action_noise,  # on the raw output
+                                         np.random.default_rng([seed, member]),
+                                         spec.low, spec.high)
             episodes.append(EpisodeSpec(_perturbed(theta, sign, sigma, noise, int(indices[j])),
                                         seed, bool(collect[j, member]), perturb))
     for e, ep in enumerate(_lockstep(cfg, payload, episodes)):
