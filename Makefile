@@ -33,9 +33,13 @@ install-lab: torch
 demo: install
 	esnb demo
 
-# -rs: the reason of every skipped test is printed (also set in pyproject.toml's addopts)
+# -rs: the reason of every skipped test is printed (also set in pyproject.toml's addopts).
+# -n 2: two test processes (pytest-xdist). Most tests wait on clusters, kernels and
+# subprocesses rather than compute, so two at once finish sooner on 2 cores; the SLURM tests
+# share one node and run in one process (--dist loadgroup, their xdist_group).
+TEST_PROCESSES ?= 2
 test: install-test
-	$(PY) -m pytest -q -rs
+	$(PY) -m pytest -q -rs -n $(TEST_PROCESSES) --dist loadgroup
 
 # JupyterLab (with Dask's panes) on the tutorials, as a user or as root (scripts/lab); saved
 # outputs never reach a commit

@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "tutorials" / "04_live_control.ipynb"
 TOKEN = "esnb-browser-test"
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("browser")]
 
 # JavaScript run in the page: every ColumnDataSource of every BokehJS document, as plain data
 BOKEH_SOURCES = """() => {

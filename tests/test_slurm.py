@@ -18,7 +18,8 @@ import dask.config
 import numpy as np
 import pytest
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+# one SLURM node for the whole suite: these tests run one after another, in one xdist process
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.xdist_group("slurm")]
 
 
 def slurm_unavailable() -> str | None:
