@@ -148,3 +148,31 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     damaged.write_bytes(b"not a checkpoint")
     assert main(["play", str(damaged)]) == 2
     assert "not an esnb checkpoint" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("env, settings", [("CartPole-v1", {}),
+                                           ("Pendulum-v1", {"obs_norm": True})])
+def test_impala_exports_the_policy_its_greedy_evaluations_act_with(tmp_path, env, settings):
+    """IMPALA's export is its policy MLP: argmax of the logits, or the Gaussian mean clipped to
+    the bounds, after the actors' observation normalisation -- NumpyActor.greedy's actions on
+    1,000 observations, to 1e-5 under onnxruntime (and exactly, for discrete actions)."""
+    from esnb.rl.impala.actor_critic import NumpyActor
+    from esnb.runners.impala import Impala
+
+    r = Impala(env, client=False, seed=0, hidden=(32, 32), envs_per_actor=4, batch_size=4,
+               unroll_length=10, updates_per_iteration=5, eval_interval=0, **settings)
+    try:
+        r.step(2)
+        policy = r.acting_policy()
+        payload = r.learner.actor_payload()
+        actor = NumpyActor(r.spec, payload["params"], payload["obs_mean"], payload["obs_std"])
+    finally:
+        r.close()
+    rng = np.random.default_rng(2)
+    obs = (3 * rng.standard_normal((1000, r.spec.obs_dim))).astype(np.float32)
+    got = onnx_actions(write(policy, tmp_path / "impala.onnx", "onnx"), obs)
+    want = actor.greedy(obs)
+    if r.spec.discrete:
+        assert (got == want).all()
+    else:
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)

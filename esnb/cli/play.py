@@ -17,7 +17,7 @@ episodes as its final evaluation, the returns are that evaluation's."""
 EXPORT_DESCRIPTION = """Write a run's policy as one standalone file, observation
 normalisation and action head included: ONNX (onnxruntime, needs esnb[export]) or TorchScript
 (torch.jit.load). Input obs: float32 [batch, obs_dim]; output action: float32 [batch, act_dim]
-(int64 [batch] for discrete actions). ES, AES-RL and CEM-RL runs have such a policy."""
+(int64 [batch] for discrete actions). ES, AES-RL, CEM-RL and IMPALA runs have such a policy."""
 
 
 def add_play_arguments(p: argparse.ArgumentParser) -> None:

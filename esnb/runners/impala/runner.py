@@ -81,7 +81,6 @@ class Impala(Runner):
     """
 
     algorithm = "Impala"
-    holds = "an actor-critic network (exporting it is not implemented)"
     iteration_column = "iteration"
     Config = ImpalaConfig
 
@@ -161,6 +160,18 @@ class Impala(Runner):
     def lag_histogram(self) -> dict[int, int]:
         """Unrolls trained on, by policy lag (learner version - behaviour version)."""
         return {int(k): int(v) for k, v in enumerate(self.lag_counts) if v}
+
+    def acting_policy(self):
+        """The learner's greedy policy as data: the policy MLP (argmax, or the mean clipped to
+        the bounds, as greedy evaluations act) with the actors' normalisation; the value
+        network and the log-stds are the learner's, not the policy's."""
+        from esnb.nets.acting import ActingPolicy
+
+        with self._iter_lock:
+            payload = self.learner.actor_payload()
+        parts = self.spec.actor_layout.split(payload["params"])
+        return ActingPolicy(self.spec.policy, parts["policy"], payload["obs_mean"],
+                            payload["obs_std"])
 
     def evaluate(self, episodes: int = 10, best: bool = False) -> np.ndarray:
         """Greedy returns on new seeds (on the workers, blocking).
