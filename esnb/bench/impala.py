@@ -1,10 +1,12 @@
 """IMPALA on a 2-worker LocalCluster: time to solve CartPole-v1, throughput, policy lag.
 
-Part 1 (always): ``esnb.Impala`` learns CartPole-v1 until a greedy evaluation of 20 episodes
-averages >= 475 (target: under 3 minutes). Reported: the time and env steps when that
-evaluation landed, the evaluated parameters and the final ones each re-evaluated on 20 new
-seeds, actor frames/s, learner updates/s and frames/s, and the histogram of policy lag
-(learner version - behaviour version of every unroll trained on).
+Part 1 (always): ``esnb.Impala`` learns CartPole-v1 for a learner-step budget (2,000: its
+learning rate decays linearly to 0 at the end, as the released code's does). Reported: when a
+periodic greedy evaluation of 20 episodes first averaged >= 475 (target: under 3 minutes), the
+*final* parameters re-evaluated on 50 new seeds (what the run ends with must hold >= 475, not
+only its best moment), the best evaluated ones on 20 new seeds, actor frames/s, learner
+updates/s and frames/s, and the histogram of policy lag (learner version - behaviour version
+of every unroll trained on).
 
 Part 2 (``--lag-compare``): actors deliberately lagging (the ``actor_lag`` control hands them
 parameters N versions old), V-trace against no correction (rho = c = 1 forced), the same
@@ -29,7 +31,7 @@ SOLVED = 475.0
 #: of 475 over 20
 EVAL_EPISODES = 20
 #: the ImpalaConfig settings offered as flags
-FLAGS = ("env", "seed", "eval_interval")
+FLAGS = ("env", "seed", "eval_interval", "lr_schedule")
 #: the benchmark's own values of its flags: the env is named whatever ImpalaConfig's default (the
 #: target, SOLVED, is CartPole-v1's); evaluations every 25 learner steps, more often than
 #: ImpalaConfig's default, time the solve finer
@@ -39,8 +41,11 @@ BENCH = dict(env="CartPole-v1", eval_interval=25)
 def add_arguments(p) -> None:
     add_settings(p, ImpalaConfig, FLAGS, **BENCH)
     p.add_argument("--workers", type=integer(1), default=2, help="LocalCluster worker processes")
-    p.add_argument("--time-limit", type=number(0, low_open=True), default=180.0,
-                   help="seconds for part 1")
+    p.add_argument("--learner-steps", type=integer(1), default=2000,
+                   help="part 1: the run's learner-step budget (the learning rate reaches 0 "
+                        "there)")
+    p.add_argument("--time-limit", type=number(0, low_open=True), default=600.0,
+                   help="part 1: seconds after which the run is stopped short of its budget")
     p.add_argument("--lag-compare", action="store_true", help="also run part 2")
     p.add_argument("--lags", type=integer(0), nargs="+", default=[0, 25, 100],
                    help="part 2: policy lags injected, in parameter versions")
@@ -75,25 +80,28 @@ def _hist_text(hist: dict[int, int], width: int = 40) -> list[str]:
     return lines
 
 
+#: greedy episodes on new seeds that the final parameters are judged by
+FINAL_EPISODES = 50
+
+
 def solve(client, env: str, seed: int, time_limit: float, eval_interval: int,
-          progress=print) -> dict:
+          learner_steps: int = 2000, lr_schedule: str = "linear", progress=print) -> dict:
     from esnb.runners.impala import Impala
 
     cfg = ImpalaConfig.build(env=env, seed=seed, eval_interval=eval_interval,
-                             eval_episodes=EVAL_EPISODES)
+                             eval_episodes=EVAL_EPISODES, lr_schedule=lr_schedule)
     r = Impala(config=cfg, client=client, name=f"bench-impala-{seed}")
     solved_at = None
     try:
         t0 = time.perf_counter()
-        r.start()
+        r.start(learner_steps=learner_steps)
         next_report = 10.0
         while r.running and time.perf_counter() - t0 < time_limit:
             time.sleep(0.2)
             h = r.records
             evals = [row for row in h if row["eval_return"] == row["eval_return"]]
-            if evals and evals[-1]["eval_return"] >= SOLVED:
+            if solved_at is None and evals and evals[-1]["eval_return"] >= SOLVED:
                 solved_at = {"seconds": time.perf_counter() - t0, **evals[-1]}
-                break
             if time.perf_counter() - t0 > next_report and h:
                 next_report += 10.0
                 last = h[-1]
@@ -103,8 +111,8 @@ def solve(client, env: str, seed: int, time_limit: float, eval_interval: int,
         r.stop()
         r.wait()
         elapsed = time.perf_counter() - t0
-        confirm = r.evaluate(20)
-        # the evaluated parameters that solved it, on 20 new seeds (the learner moved on)
+        confirm = r.evaluate(FINAL_EPISODES)  # what the run ends with, on new seeds
+        # the best evaluated parameters, on 20 new seeds
         confirm_best = r.evaluate(20, best=True) if r.best is not None else None
         h = r.history
     finally:
@@ -190,7 +198,8 @@ def run(args) -> int:
     try:
         print(f"impala bench: {cfg.env} on a {args.workers}-worker LocalCluster (started in "
               f"{startup:.1f} s), load average {load:.2f} at start")
-        r = solve(client, cfg.env, cfg.seed, args.time_limit, cfg.eval_interval)
+        r = solve(client, cfg.env, cfg.seed, args.time_limit, cfg.eval_interval,
+                  args.learner_steps, cfg.lr_schedule)
         rows = (compare(client, cfg.env, args.lags, args.compare_steps, args.compare_seeds)
                 if args.lag_compare else [])
     finally:
@@ -201,12 +210,14 @@ def run(args) -> int:
               f"{r['eval_min_at_solve']:.0f}) after {r['seconds_to_solve']:.1f} s, "
               f"{r['env_steps_at_solve']:,} env steps (target: >= {SOLVED:.0f} in < 180 s)")
     else:
-        print(f"  NOT solved within {args.time_limit:.0f} s")
+        print(f"  no evaluation reached {SOLVED:.0f} in {r['learner_steps']:,} learner steps")
     if r["confirm_best_mean"] is not None:
         print(f"  best evaluated version {r['best_version']}, 20 new seeds: greedy "
               f"{r['confirm_best_mean']:.1f} (min {r['confirm_best_min']:.0f})")
-    print(f"  final parameters (learner kept going), 20 new seeds: greedy "
-          f"{r['confirm_eval_mean']:.1f} (min {r['confirm_eval_min']:.0f})")
+    held = r["confirm_eval_mean"] >= SOLVED
+    print(f"  final parameters ({r['learner_steps']:,} learner steps, the learning rate decayed "
+          f"to 0), {FINAL_EPISODES} new seeds: greedy {r['confirm_eval_mean']:.1f} (min "
+          f"{r['confirm_eval_min']:.0f}): {'held' if held else 'NOT held'} >= {SOLVED:.0f}")
     print(f"  actors   {r['actor_frames_per_s']:>9,.0f} frames/s")
     print(f"  learner  {r['learner_updates_per_s']:>9,.1f} updates/s = "
           f"{r['learner_frames_per_s']:,.0f} frames/s, busy {r['learner_busy']:.0%} of wall time")
@@ -238,4 +249,4 @@ def run(args) -> int:
         if rows:
             doc["lag_table"] = lag_table.to_dict("records")
         write_json(args.json, doc)
-    return 0 if r["solved"] else 1
+    return 0 if r["confirm_eval_mean"] >= SOLVED else 1
