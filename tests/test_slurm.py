@@ -267,7 +267,7 @@ def test_a_preempted_batch_job_is_resumed_by_the_next_one_bitwise(slurm, tmp_pat
     stopped = saved_iteration(run / "checkpoint.npz")
     assert 3 <= stopped < generations
     (line,) = [ln for ln in log.splitlines() if "resume with:" in ln]
-    assert line.startswith(f"esnb: SIGTERM: ES run stopped at generation {stopped}, ")
+    assert line.startswith(f"esnb: SIGTERM: OpenAI-ES run stopped at generation {stopped}, ")
     assert line.endswith(f"checkpoint written; resume with: esnb train es --resume {run}")
 
     second = submit()
