@@ -42,6 +42,7 @@ def test_train_on_a_cluster_with_progress(tmp_path):
              "--population", "10", "--noise-size", "1000000", "--out", str(tmp_path / "r"))
     assert p.returncode == 0, p.stderr
     assert "generations" in p.stderr  # the tqdm bar
+    assert "esnb: OpenAI-ES on CartPole-v1, dashboard http" in p.stderr  # every train run
     assert pd.read_csv(tmp_path / "r" / "history.csv").workers.tolist() == [2, 2]
 
 

@@ -119,3 +119,24 @@ def test_bad_parameters_are_refused_in_one_line():
     batch = BatchPolicy(spec, 2)
     with pytest.raises(ValueError, match="expected float32 parameters"):
         batch.load(0, params[0].astype(np.float64))
+
+
+def test_es_action_noise_goes_on_the_raw_output_before_the_bounds():
+    """es_pairs with parameters whose outputs pass the action bounds: each episode is
+    run_episode's with the noise added to the network's raw output and the bounds after it
+    (the OpenAI starter's order), and differs from the old clip-then-noise order."""
+    env, spec, _, mean, std = _setup("Hopper-v5", 1, max_episode_steps=60)
+    cfg = RolloutConfig("Hopper-v5", spec, NoiseConfig(size=1 << 16, seed=3),
+                        max_episode_steps=60, action_noise=0.05)
+    theta = 3.0 * init_params(spec, np.random.default_rng(4))  # outputs well past +-1
+    payload = PolicyPayload(theta, mean, std, 0.1)
+    out = es_pairs(cfg, payload, np.array([5]), np.array([1]), np.array([[False, False]]))
+    from esnb.noise import get_noise_table
+    params = theta + np.float32(0.1) * get_noise_table(cfg.noise).get(5, theta.size)
+    policy = NumpyPolicy(spec, params, mean, std)
+    raw = gaussian_noise(lambda o: policy.outputs(o).copy(), 0.05,
+                         np.random.default_rng([1, 0]), spec.low, spec.high)
+    old = gaussian_noise(policy.act, 0.05, np.random.default_rng([1, 0]))
+    now, before = run_episode(env, raw, 1), run_episode(env, old, 1)
+    assert out["returns"][0, 0] == now.ret and out["lengths"][0, 0] == now.length
+    assert now.ret != before.ret  # the order matters for these parameters
