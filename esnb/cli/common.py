@@ -14,8 +14,8 @@ from esnb.settings import PRESETS, integer, number
 
 DEMO_DESCRIPTION = """OpenAI-ES learns HalfCheetah-v5 on 2 local workers.
 
-2M env steps (about 3 minutes on 2 cores at 11,000 env steps/s; the progress bar shows your
-rate), then a final evaluation of the mean policy (2,000 or more expected) and the run folder
+2M env steps (2.5-3 minutes on 2 cores at 12,000-15,000 env steps/s; the progress bar shows
+your rate), then a final evaluation of the mean policy (2,000 or more expected) and the run folder
 runs/demo-<time>/: history.csv, summary.json, plot.html and checkpoint.npz."""
 
 
