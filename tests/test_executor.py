@@ -1,6 +1,7 @@
 """The executor layer: the same calls inline and on a real LocalCluster give the same results,
 actors come back after their worker dies, channels reach tasks, background loops run."""
 
+import logging
 import os
 import signal
 import time
@@ -231,3 +232,50 @@ def test_both_executors_implement_every_call_of_the_protocol(client):
                 mine = inspect.signature(getattr(type(executor), name))
                 assert list(proto.parameters) == list(mine.parameters), (name, proto, mine)
     assert not isinstance(client, Executor)  # a Dask client is no executor
+
+
+def stall_once(marker: str, release: str, x: int) -> int:
+    """``2 * x``; the first call (no ``marker`` yet) blocks until ``release`` exists: a call
+    that never finishes on its worker."""
+    from pathlib import Path
+
+    if not Path(marker).exists():
+        Path(marker).touch()
+        for _ in range(6000):  # bounded: the test releases it when done
+            if Path(release).exists():
+                break
+            time.sleep(0.05)
+    return 2 * x
+
+
+def test_a_stalled_gather_after_the_workers_changed_places_its_calls_again(
+        fresh_client, tmp_path, caplog):
+    """A call on a live worker that never finishes, once a worker of the gather has left, is
+    placed again on another worker (after ``stall_poll``); the log says what the scheduler
+    knew of it."""
+    import threading
+
+    fresh_client.cluster.scale(3)
+    fresh_client.wait_for_workers(3, timeout=120)
+    ex = DaskExecutor(fresh_client)
+    ex.pinned.stall_poll = 1.0
+    a, b, _ = ex.addresses()
+    marker, release = str(tmp_path / "started"), str(tmp_path / "release")
+    calls = [(square, (5,)), (stall_once, (marker, release, 4))]
+    futures = [ex._submit_call(fn, args, f"esnb-test-stall-{i}", where)
+               for i, ((fn, args), where) in enumerate(zip(calls, [b, a]))]
+    out: list = []
+    gather = threading.Thread(target=lambda: out.append(
+        ex.pinned.gather(futures, calls, [b, a], "esnb-test-stall")))
+    try:
+        with caplog.at_level(logging.WARNING, logger="esnb.cluster"):
+            gather.start()
+            with fresh_client.as_current():
+                distributed.wait(futures[:1], timeout=60)
+            fresh_client.retire_workers([b], close_workers=False, remove=False)
+            gather.join(timeout=120)
+        assert out == [[25, 8]]
+        assert "no call finished" in caplog.text and "esnb-test-stall-1: processing" in caplog.text
+    finally:
+        open(release, "w").close()
+        gather.join(timeout=60)

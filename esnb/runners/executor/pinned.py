@@ -7,6 +7,13 @@ and Dask also *recomputes* it only there. So a call whose worker has gone -- bef
 after, with its result not yet fetched -- must be placed again by hand; otherwise it waits
 forever (seen: a SLURM worker retiring at its lifetime's end could not move its results, left,
 and the driver's fetch of them never returned).
+
+A generation whose workers changed can also stall with every call placed on a live worker
+(seen once in CI: two of three workers scaled away, the third never finished its calls and
+the scheduler logged nothing for two minutes; not reproduced in 40 trials since). So a gather
+that has made no progress for :attr:`Pinned.stall_poll` seconds (and four times its slowest
+call) after the workers changed logs what the scheduler knows of its pending calls and places
+them again under new keys: their results are the same wherever they run.
 """
 
 from __future__ import annotations
@@ -42,6 +49,9 @@ class Pinned:
     gather_poll = 5.0
     #: times one pinned call may be placed again before its loss is an error
     max_replacements = 10
+    #: seconds without a finished call, after the workers changed, before the pending calls
+    #: are placed again (and at least 4x the slowest call of this gather so far)
+    stall_poll = 30.0
 
     def __init__(self, client: Client, submit: Callable[[Callable, tuple, str, str], Future]):
         self.client = client
@@ -57,6 +67,10 @@ class Pinned:
         bounded wait; a call's own error is raised."""
         results: dict[int, Any] = {}
         replaced = [0] * len(futures)
+        started = progress = time.monotonic()
+        slowest = 0.0
+        first_placed = set(placement)
+        changed = False  # a worker the calls were first placed on has left
         while len(results) < len(futures):
             pending = [i for i in range(len(futures)) if i not in results]
             self._wait_some([futures[i] for i in pending])
@@ -72,10 +86,22 @@ class Pinned:
                     pass
                 else:
                     results.update(zip(ready, values))
+                    progress = time.monotonic()
+                    slowest = max(slowest, progress - started)
                     continue
             live = self.addresses()
+            changed = changed or not first_placed <= set(live)  # a worker of theirs left
             lost = [i for i in pending if i not in results and (
                 futures[i].cancelled() or (not futures[i].done() and placement[i] not in live))]
+            stalled = False
+            if not lost and changed and live and \
+                    time.monotonic() - progress > max(self.stall_poll, 4 * slowest):
+                lost, stalled = [i for i in pending if i not in results], True
+                log.warning("%s: no call finished for %.0f s after the workers changed; "
+                            "placing %d pending calls again (%s)", prefix,
+                            time.monotonic() - progress, len(lost),
+                            self._describe([futures[i] for i in lost]))
+                progress = time.monotonic()
             if not lost or not live:
                 continue
             for n, i in enumerate(lost):
@@ -83,11 +109,37 @@ class Pinned:
                 if replaced[i] > self.max_replacements:
                     raise RuntimeError(f"call {i} of {prefix} was lost {replaced[i] - 1} times "
                                        f"(its worker left, or the scheduler cancelled it)")
-                placement[i] = live[n % len(live)]
+                # a stalled call moves off its worker when another takes tasks
+                where = [w for w in live if w != placement[i]] if stalled else live
+                placement[i] = (where or live)[n % len(where or live)]
                 futures[i].release()
                 futures[i] = self.submit(*calls[i], f"{prefix}-again{sum(replaced)}",
                                          placement[i])
         return [results[i] for i in range(len(futures))]
+
+    def _describe(self, futures: list[Future]) -> str:
+        """What the scheduler knows of ``futures`` (state, worker, dependencies' states): the
+        evidence a stalled gather leaves in the log."""
+        keys = [f.key for f in futures]
+
+        def states(keys, dask_scheduler=None):
+            out = []
+            for key in keys:
+                ts = dask_scheduler.tasks.get(key)
+                if ts is None:
+                    out.append(f"{key}: unknown")
+                    continue
+                deps = ",".join(f"{d.state}@{'|'.join(w.address for w in d.who_has or ())}"
+                                for d in ts.dependencies)
+                where = ts.processing_on.address if ts.processing_on else "-"
+                out.append(f"{key}: {ts.state} on {where}, deps [{deps}]")
+            return "; ".join(out)
+
+        try:
+            return self.client.sync(self.client._run_on_scheduler, states, keys,
+                                    callback_timeout=self.gather_poll)
+        except Exception as exc:  # noqa: BLE001 - evidence only: never fail the gather for it
+            return f"scheduler state unavailable: {exc!r}"
 
     def _wait_some(self, futures: list[Future]) -> None:
         """Wait at most :attr:`replace_poll` seconds for ``futures`` (cancelled ones are not
