@@ -37,6 +37,10 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="continue the run in this run folder (or checkpoint file); live "
                         "settings given beside it apply as control changes (default: a new "
                         "run)")
+    p.add_argument("--controls", default=None, metavar="CHANGES",
+                   help="apply a recorded record of control changes (a run's changes.csv, or "
+                        "its folder) at the same iterations: a steered ES run replays to the "
+                        "same theta (default: none)")
 
 
 def add_cluster_arguments(p: argparse.ArgumentParser, workers: int = 2) -> None:
@@ -280,7 +284,7 @@ def _run_and_finish(runner, args, plan, interrupts, executor, started, command, 
     progress = Progress(runner, unit, total, disable=args.no_progress)
     try:
         if interrupts.signum is None:  # a signal while the cluster started: no run
-            runner.start(**todo)
+            runner.start(controls_schedule=getattr(args, "controls", None), **todo)
             runner.wait()
     finally:
         progress.close()

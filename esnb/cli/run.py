@@ -62,10 +62,20 @@ def plan_run(cls: type, values: dict[str, Any], args) -> Plan:
         return _plan_resume(cls, values, args)
     config = cls.Config.build(args.preset, **values)
     check_env(config)
+    check_schedule(cls, config, args)
     name = check_name(args.name) if args.name is not None else \
         f"{cls.algorithm.lower()}-{time.strftime('%Y%m%d-%H%M%S')}"
     folder = check_writable(Path(args.out) if args.out else RUNS / name)
     return Plan(cls, folder, name, settings=config.to_dict())
+
+
+def check_schedule(cls: type, config, args) -> None:
+    """``--controls``: the whole record of control changes, read against the run's controls
+    before any cluster starts."""
+    from esnb.runners.schedule import ControlSchedule
+
+    if getattr(args, "controls", None):
+        ControlSchedule(args.controls, config.controls(), cls.iteration_column)
 
 
 def check_cluster(args) -> None:
@@ -112,6 +122,7 @@ def _plan_resume(cls: type, values: dict[str, Any], args) -> Plan:
         raise ValueError(f"{path} was run with other fixed settings; leave them out or start "
                          f"a new run: {', '.join(fixed)}")
     check_env(config)  # a checkpoint's env kwargs may need what this machine lacks
+    check_schedule(cls, config, args)
     name = check_name(args.name) if args.name is not None else \
         meta.get("name", path.parent.name)
     folder = check_writable(Path(args.out) if args.out else path.parent)

@@ -24,6 +24,7 @@ import pandas as pd
 
 from esnb.controls import ControlChange, ControlSnapshot
 from esnb.runners.budget import make_target, reached
+from esnb.runners.schedule import ControlSchedule
 from esnb.settings import Settings
 from esnb.settings.docs import docstring_section
 
@@ -108,6 +109,7 @@ class Runner:
         self.wall_time = 0.0
         self._keeper = None
         self._saved_target: dict[str, float] = {}
+        self._schedule: ControlSchedule | None = None  # a record of changes to replay
 
     # -- to implement ------------------------------------------------------------------------
     def _iteration(self, snapshot: ControlSnapshot) -> dict[str, Any]:
@@ -155,18 +157,24 @@ class Runner:
     def running(self) -> bool:
         return self._alive
 
-    def start(self, paused: bool = False, **budget: float) -> Runner:
+    def start(self, paused: bool = False, controls_schedule=None, **budget: float) -> Runner:
         """Run on a background thread and return at once.
 
         Parameters
         ----------
         paused : bool
             Start held: nothing runs until ``step()`` or ``resume()`` (a "step one" button).
+        controls_schedule : path, DataFrame or rows, optional
+            A record of control changes (a run's ``changes``, its folder or ``changes.csv``)
+            to apply at the same iterations (:mod:`esnb.runners.schedule`); checked whole
+            before the run starts.
         **budget
             Stop after this many more units of a counter, e.g. ``generations=50`` or
             ``env_steps=2_000_000`` (the first one reached ends the run). None: until stop().
         """
         target = self._make_target(budget)
+        if controls_schedule is not None:
+            self.schedule_controls(controls_schedule)
         with self._cond:
             if self.running:
                 raise RuntimeError(f"{self.title} runner is already running")
@@ -302,8 +310,16 @@ class Runner:
                 self._alive = False
                 self._cond.notify_all()
 
+    def schedule_controls(self, record) -> ControlSchedule:
+        """Apply a record of control changes at the iterations that first used them (see
+        :meth:`start`); a bad record raises and changes nothing."""
+        self._schedule = ControlSchedule(record, self.controls, self.iteration_column)
+        return self._schedule
+
     def _run_iteration(self) -> dict[str, Any]:
         with self._iter_lock:
+            if self._schedule is not None and (due := self._schedule.due(self.iteration + 1)):
+                self.controls.set(**due)
             snapshot = self.controls.snapshot()
             changes = self.controls.changes_since(self._applied_version)
             t0 = time.perf_counter()
