@@ -1,0 +1,199 @@
+"""What the results page runs, and what it sets beside each result: the source paper's number
+and a peer's, each with its source.
+
+An :class:`Entry` is one algorithm in one preset on one environment at one budget (counted in
+the runner's own progress counters, never in seconds: a seeded run then does the same work on
+any machine). :data:`ENTRIES` are those that fit a laptop; :data:`NOT_RUN` says, for the other
+presets, why not. A :class:`Reference` is a number somebody published, with the setting it was
+measured at and where it is written; where nothing comparable exists the page says so instead
+of inventing one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A published number.
+
+    Attributes
+    ----------
+    value : str
+        As published (``"488.69 ± 16.11"``), or a dash when the source has no such number.
+    setting : str
+        What it was measured on (environment version, budget, seeds).
+    source : str
+        Where it is written (paper and table, or repository, file and commit).
+    """
+
+    value: str
+    setting: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One row of the results page.
+
+    Attributes
+    ----------
+    key : str
+        File names of its data and plot (``docs/results/<key>.json``, ``<key>.svg``).
+    algorithm : str
+        ``esnb train <algorithm>``; ``"eorl-table"`` runs a cell of EORL's tables instead
+        (:func:`esnb.runners.eorl.tasks.run_one`).
+    preset : str
+        ``laptop`` or ``paper``.
+    env : str
+    budget : dict
+        ``{progress counter: amount}`` as ``runner.start(**budget)`` takes it.
+    settings : dict
+        Settings besides the preset's (every one of them is printed on the page).
+    eval_episodes : int
+        Episodes of the final, noise-free evaluation of the final parameters (new episode
+        seeds, not the ones the run was selected on).
+    paper, peer : Reference, optional
+    note : str
+        How to read the row beside its references: why esnb's number is below the paper's,
+        or why they are not comparable.
+    """
+
+    key: str
+    algorithm: str
+    preset: str
+    env: str
+    budget: dict[str, float]
+    title: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    eval_episodes: int = 20
+    paper: Reference | None = None
+    peer: Reference | None = None
+    note: str = ""
+
+    def command(self, seed: str = "S") -> str:
+        """The ``esnb train`` command of one seed of this entry (for the page)."""
+        if self.algorithm == "eorl-table":
+            return f"esnb bench eorl-table (cell {self.env}, {self.settings})"
+        flags = [f"--env {self.env}", f"--preset {self.preset}", f"--seed {seed}"]
+        flags += [f"--{k.replace('_', '-')} {_flag_value(v)}" for k, v in self.settings.items()]
+        flags += [f"--{_budget_flag(k)} {v:,.0f}".replace(",", "") for k, v in self.budget.items()]
+        return f"esnb train {self.algorithm} " + " ".join(flags)
+
+
+def _flag_value(v: Any) -> str:
+    return " ".join(str(x) for x in v) if isinstance(v, tuple | list) else str(v)
+
+
+def _budget_flag(counter: str) -> str:
+    return {"env_steps": "steps", "learner_steps": "learner-steps",
+            "generations": "generations", "episodes": "episodes"}.get(counter, counter)
+
+
+AES_TABLE3 = "Lee et al. 2020 (AES-RL), Table 3: mean ± sd over 10 runs, 1M steps, MuJoCo v2"
+CLEANRL_TD3 = ("CleanRL `td3_continuous_action.py`, docs/rl-algorithms/td3.md (vwxyzjn/cleanrl "
+               "at 0a247b6): mean ± sd over 3 seeds, 1M steps, MuJoCo v2")
+
+#: ES: the demo's settings (population 40, sigma 0.02, lr 0.02)
+_ES = dict(population=40, sigma=0.02, lr=0.02)
+#: AES-RL / CEM-RL in small: the setting of ``esnb bench aes-rules`` (BENCHMARKS.md)
+_AES_SMALL = dict(rl_start_step=1_000)
+
+
+
+def _aes_small(algorithm: str, title: str, paper: str, note: str) -> Entry:
+    """AES-RL or CEM-RL on InvertedPendulum-v5, 5,000 env steps, RL from 1,000."""
+    return Entry(f"{algorithm}-invpendulum", algorithm, "laptop", "InvertedPendulum-v5",
+                 {"env_steps": 5_000}, title, settings=_AES_SMALL, eval_episodes=10,
+                 paper=Reference(paper, "HalfCheetah-v2, 1M steps", AES_TABLE3),
+                 peer=Reference("9018.31 ± 1078.31", "HalfCheetah-v2, 1M steps (TD3)",
+                                CLEANRL_TD3),
+                 note=note)
+
+
+ENTRIES: tuple[Entry, ...] = (
+    Entry("es-halfcheetah", "es", "laptop", "HalfCheetah-v5", {"env_steps": 2_000_000},
+          "OpenAI-ES", settings=_ES, eval_episodes=10,
+          paper=Reference("—", "HalfCheetah-v1, timesteps to reach TRPO's score",
+                          "Salimans et al. 2017 report timesteps to reach a share of TRPO's "
+                          "score, not a score at a budget; AES-RL's Table 3 gives CEM (an ES) "
+                          "2940 ± 353 at 1M steps on HalfCheetah-v2"),
+          peer=Reference("not measured", "EvoTorch 0.6.1 + Ray on this machine",
+                         "EvoTorch installs here (esnb bench rollout measures its throughput: "
+                         "esnb's is 3.2-3.4x); a scored EvoTorch run is not on this page yet"),
+          note="2M env steps is the demo's budget (about 2 minutes here); OpenAI-ES's own runs "
+               "use population 10,000 (the paper preset) and far more steps."),
+    Entry("iwes-halfcheetah", "es", "laptop", "HalfCheetah-v5", {"env_steps": 2_000_000},
+          "IW-ES (K = 2)", settings={**_ES, "iw_k": 2}, eval_episodes=10,
+          paper=Reference("—", "Ant-v2, curves only", "Campos et al. 2018 (IW-ES) show curves "
+                          "on Ant-v2 (Figures 1-4), no table of scores"),
+          note="The same budget as OpenAI-ES above: IW-ES's claim is more progress from the "
+               "same env steps at small learning rates; at lr 0.02 the paper (Figure 4) warns "
+               "that the reuse can hurt."),
+    Entry("apex-cartpole", "apex", "laptop", "CartPole-v1", {"learner_steps": 4_000},
+          "Ape-X DQN", peer=Reference(
+              "488.69 ± 16.11", "CartPole-v1, 500,000 env steps",
+              "CleanRL `dqn.py`, docs/rl-algorithms/dqn.md (vwxyzjn/cleanrl at 01bd173)"),
+          paper=Reference("—", "Atari only", "Horgan et al. 2018 (Ape-X) report Atari-57 "
+                          "human-normalised scores; no CartPole"),
+          note="CleanRL's figure is its training episodes' return over 500,000 env steps; "
+               "esnb's is a greedy evaluation after 4,000 learner steps."),
+    Entry("apex-dpg-invpendulum", "apex-dpg", "laptop", "InvertedPendulum-v5",
+          {"learner_steps": 2_500}, "Ape-X DPG", eval_episodes=10,
+          paper=Reference("—", "DeepMind control suite from features", "Horgan et al. 2018 "
+                          "(Ape-X) show DPG curves on manipulator/humanoid/walker tasks; no "
+                          "InvertedPendulum"),
+          note="1000 is the most an episode can return."),
+    Entry("impala-cartpole", "impala", "laptop", "CartPole-v1", {"learner_steps": 1_000},
+          "IMPALA",
+          peer=Reference("stops at 150", "CartPole-v0 (episodes of 200), ≤ 500,000 env steps",
+                         "RLlib tuned example rllib/tuned_examples/impala/cartpole-impala.yaml "
+                         "(ray-project/ray at 0ec52e8): its stopping target, not a score"),
+          paper=Reference("—", "DMLab-30 and Atari", "Espeholt et al. 2018 (IMPALA): no "
+                          "CartPole"),
+          note="The learning rate decays linearly to 0 over the learner-step budget "
+               "(lr_schedule linear), so the final parameters are the ones judged."),
+    Entry("impala-cartpole-paper", "impala", "paper", "CartPole-v1", {"learner_steps": 1_000},
+          "IMPALA (paper preset)",
+          paper=Reference("—", "DMLab-30 and Atari", "Espeholt et al. 2018 (IMPALA): no "
+                          "CartPole"),
+          note="The paper preset's Atari settings on CartPole: RMSProp (TF1) lr 4.8e-4, "
+               "entropy 2.5e-4, unrolls of 100, rewards clipped to [-1, 1] (a CartPole reward "
+               "is 1: no change)."),
+    _aes_small("aesrl", "AES-RL", "12550 ± 187",
+               "Not the paper's task or scale: HalfCheetah at 1M steps is ~10 hours of this "
+               "machine per seed (esnb bench aes-time: 30,000 steps in 352 s). "
+               "InvertedPendulum (at most 1000) shows the algorithm learning in minutes."),
+    _aes_small("cemrl", "CEM-RL", "10725 ± 397",
+               "As AES-RL above: the paper's scale does not fit; the same small task."),
+    Entry("eorl-bitflip7", "eorl-table", "laptop", "bitflip", {"episodes": 400},
+          "EORL-05-05", settings={"algorithm": "EORL-05-05", "n_bits": 7, "subgoal": 0},
+          paper=Reference("8.22", "BitFlip n = 7, no subgoal, mean of the last 100 episodes",
+                          "Khadilkar 2023 (EORL), Table 1"),
+          note="The paper's metric: mean return of the last 100 training episodes."),
+    Entry("van-bitflip7", "eorl-table", "laptop", "bitflip", {"episodes": 400},
+          "VAN (one DQN)", settings={"algorithm": "VAN", "n_bits": 7, "subgoal": 0},
+          paper=Reference("8.11", "BitFlip n = 7, no subgoal, mean of the last 100 episodes",
+                          "Khadilkar 2023 (EORL), Table 1"),
+          note="EORL's baseline on the same cell."),
+)
+
+#: presets not on the page, and why
+NOT_RUN: tuple[tuple[str, str], ...] = (
+    ("OpenAI-ES, paper preset", "population 10,000 per generation: ~250x the laptop's work per "
+     "step of theta"),
+    ("Ape-X DQN, paper preset", "360 actors, 50,000 transitions before learning, a replay of "
+     "2M: sized for a cluster (the network is the paper's Atari one only on pixels)"),
+    ("Ape-X DPG, paper preset", "64 actors and 50,000 transitions before learning"),
+    ("AES-RL / CEM-RL, paper preset", "400-300 networks at 1M steps: hours per seed here"),
+)
+
+
+def entry(key: str) -> Entry:
+    """The entry named ``key`` (a clear error listing the others)."""
+    for e in ENTRIES:
+        if e.key == key:
+            return e
+    raise ValueError(f"no results entry {key!r}; there are: {', '.join(e.key for e in ENTRIES)}")

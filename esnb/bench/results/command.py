@@ -1,0 +1,76 @@
+"""Run every entry of the results page over seeds and regenerate docs/results.md.
+
+Each entry (:data:`esnb.bench.results.catalogue.ENTRIES`) is run once per seed at its budget
+on one LocalCluster, its final parameters evaluated afresh, and its runs saved as
+``docs/results/<key>.json``; the page and its figures are then rendered from every saved
+entry. ``--only`` re-runs some entries and keeps the others' saved runs; ``--render`` runs
+nothing; ``--check`` exits 1 when the page differs from what the saved runs render.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from pathlib import Path
+
+from esnb.bench.results import page
+from esnb.bench.results.catalogue import ENTRIES, entry
+from esnb.bench.results.runs import run_seed, save
+from esnb.settings import integer
+
+#: seeds per entry (the issue's floor: intervals from fewer are too wide to compare)
+SEEDS = 5
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--only", nargs="+", metavar="KEY", choices=[e.key for e in ENTRIES],
+                   help="run these entries only (the others keep their saved runs)")
+    p.add_argument("--seeds", type=integer(2), default=SEEDS,
+                   help="seeds per entry (0, 1, ...)")
+    p.add_argument("--workers", type=integer(1), default=2, help="LocalCluster workers")
+    p.add_argument("--render", action="store_true",
+                   help="run nothing: rewrite the page from the saved runs")
+    p.add_argument("--check", action="store_true",
+                   help="run nothing: exit 1 if the page differs from the saved runs")
+    p.add_argument("--root", type=Path, default=None,
+                   help="the repository whose docs/ to write (default: this checkout)")
+
+
+def repo_root() -> Path:
+    """The checkout esnb runs from (the page lives in its docs/)."""
+    return Path(__file__).resolve().parents[3]
+
+
+def run(args) -> int:
+    root = args.root or repo_root()
+    if args.check:
+        bad = page.stale(root)
+        for rel in bad:
+            print(f"stale: {rel} (esnb bench results --render)")
+        return 1 if bad else 0
+    if not args.render:
+        keys = args.only or [e.key for e in ENTRIES]
+        _run_entries([entry(k) for k in keys], root, args.seeds, args.workers)
+    for path in page.write(root):
+        print(f"wrote {path}")
+    return 0
+
+
+def _run_entries(entries, root: Path, seeds: int, workers: int) -> None:
+    from esnb.cluster import make_client
+
+    client = make_client(workers, dashboard_address=":0", silence_logs=logging.ERROR)
+    try:
+        for e in entries:
+            load0 = os.getloadavg()[0]
+            rows = []
+            for seed in range(seeds):
+                row = run_seed(e, seed, client)
+                rows.append(row)
+                print(f"{e.key} seed {seed}: final {row['final']:.2f} after "
+                      f"{row['env_steps']:,} env steps, {row['wall_s']:.0f} s", flush=True)
+            save(root / page.DATA / f"{e.key}.json", e, rows, workers,
+                 (load0, os.getloadavg()[0]))
+    finally:
+        client.close()

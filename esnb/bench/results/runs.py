@@ -1,0 +1,154 @@
+"""Running the results page's entries: one whole run per (entry, seed), its learning curve and
+the final evaluation of its final parameters, saved as one JSON file per entry.
+
+A run is a runner of ``esnb train`` (:mod:`esnb.runners.registry`) started with the entry's
+budget and waited for; the curve is the history's score column against env steps and wall
+seconds; the final score is a fresh noise-free evaluation (``runner.evaluate_final``) of the
+parameters the run ended with, not the best evaluation seen during training. EORL's table
+cells run :func:`esnb.runners.eorl.tasks.run_one` (the paper's metric: the mean return of the
+last 100 training episodes).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import subprocess
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from esnb.bench.results.catalogue import Entry
+
+#: a curve keeps at most this many points (the page's plots need no more)
+CURVE_POINTS = 80
+#: the bootstrap's generator seed: the same finals give the same interval
+CI_SEED = 0
+#: packages whose versions the page prints
+PACKAGES = ("esnb", "numpy", "torch", "gymnasium", "mujoco", "dask", "distributed")
+
+
+def run_seed(entry: Entry, seed: int, client) -> dict[str, Any]:
+    """One seed of ``entry``: ``{seed, final, final_std, env_steps, wall_s, curve}``;
+    ``curve`` is a list of ``[env_steps, wall_seconds, score]``."""
+    if entry.algorithm == "eorl-table":
+        return _eorl_seed(entry, seed)
+    from esnb.runners.registry import algorithms
+
+    cls = algorithms()[entry.algorithm].load_runner()
+    runner = cls(entry.env, client=client, preset=entry.preset, seed=seed,
+                 name=f"results-{entry.key}-{seed}", **entry.settings)
+    try:
+        runner.start(**entry.budget)
+        runner.wait()
+        if runner.error is not None:
+            raise RuntimeError(f"{entry.key} seed {seed} failed: {runner.error}")
+        returns = runner.evaluate_final(entry.eval_episodes)
+        history = runner.history
+    finally:
+        runner.close()
+    last = history.iloc[-1]
+    return {"seed": seed, "final": float(returns.mean()), "final_std": float(returns.std()),
+            "env_steps": int(last["env_steps"]), "wall_s": float(last["wall_time"]),
+            "curve": _curve(history)}
+
+
+def _curve(history) -> list[list[float]]:
+    """The score column (periodic evaluations where there are some, else the training
+    return) against env steps and wall seconds, thinned to :data:`CURVE_POINTS`."""
+    for column, enough in (("eval_return", 2), ("return_mean", 1)):
+        if column in history:
+            rows = history[["env_steps", "wall_time", column]].dropna()
+            if len(rows) >= enough:
+                break
+    else:
+        raise RuntimeError(f"the history has no score column: {list(history.columns)}")
+    values = rows.to_numpy(dtype=np.float64)
+    keep = np.unique(np.linspace(0, len(values) - 1, min(CURVE_POINTS, len(values))).astype(int))
+    return [[round(float(x), 4) for x in row] for row in values[keep]]
+
+
+def _eorl_seed(entry: Entry, seed: int) -> dict[str, Any]:
+    from esnb.runners.eorl.tasks import LAST, RunSpec, run_one
+
+    settings = dict(entry.settings)
+    algorithm = settings.pop("algorithm")
+    spec = RunSpec(algorithm, entry.env, tuple(settings.items()),
+                   episodes=int(entry.budget["episodes"]), seed=seed)
+    t0 = time.perf_counter()
+    row = run_one(spec)
+    returns = np.asarray(row["returns"], dtype=np.float64)
+    # the curve: the mean of the last 100 episodes, as the metric, every 10 episodes
+    ends = np.arange(10, returns.size + 1, 10)
+    steps = np.linspace(0, row["env_steps"], returns.size + 1)[ends]
+    wall = np.linspace(0, time.perf_counter() - t0, returns.size + 1)[ends]
+    curve = [[float(s), round(float(w), 4), round(float(returns[max(0, e - LAST):e].mean()), 4)]
+             for s, w, e in zip(steps, wall, ends)]
+    return {"seed": seed, "final": row["last100"], "final_std": float(returns[-LAST:].std()),
+            "env_steps": int(row["env_steps"]), "wall_s": round(row["seconds"], 3),
+            "curve": curve}
+
+
+def hardware() -> dict[str, Any]:
+    """The machine and the versions a result was measured with."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version(),
+            "os": f"{platform.system()} {platform.release()}", "versions": versions,
+            "commit": _commit(), "date": datetime.date.today().isoformat()}
+
+
+def _commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, cwd=Path(__file__).resolve().parent, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def save(path: Path, entry: Entry, seeds: list[dict], workers: int,
+         load: tuple[float, float]) -> None:
+    """Write one entry's data (its spec as run, every seed, the hardware)."""
+    doc = {"key": entry.key, "algorithm": entry.algorithm, "preset": entry.preset,
+           "env": entry.env, "budget": entry.budget, "settings": entry.settings,
+           "eval_episodes": entry.eval_episodes, "workers": workers,
+           "load_average": [round(x, 2) for x in load], "hardware": hardware(), "seeds": seeds,
+           "interval": interval([s["final"] for s in seeds])}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def interval(finals: list[float]) -> dict[str, Any]:
+    """The mean of ``finals`` and its bootstrap 95% interval (generator seeded with
+    :data:`CI_SEED`), kept with the finals it was computed from: the page prints it as saved,
+    so another scipy or numpy cannot move a checked-in number."""
+    from esnb.runners.sweep import mean_ci
+
+    mean, lo, hi = mean_ci(finals, np.random.default_rng(CI_SEED))
+    return {"finals": list(finals), "mean": mean, "lo": lo, "hi": hi}
+
+
+def load(path: Path) -> dict[str, Any] | None:
+    """One entry's saved data, None when it has not been run."""
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return None

@@ -1,0 +1,101 @@
+"""The results page (docs/results.md): rendered from the saved runs, checked for staleness like
+docs/settings.md, with intervals, sources and figures that follow from the data."""
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from esnb.bench.results import catalogue, page, runs, svg
+from esnb.bench.results.command import SEEDS, repo_root
+from esnb.cli import main
+from esnb.runners.sweep import mean_ci
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_checked_in_page_is_what_the_saved_runs_render():
+    assert repo_root() == ROOT
+    assert page.stale(ROOT) == [], "docs/results.md is stale: esnb bench results --render"
+
+
+def test_every_entry_was_run_with_at_least_five_seeds_and_its_sources_are_named():
+    for e in catalogue.ENTRIES:
+        doc = json.loads((ROOT / page.DATA / f"{e.key}.json").read_text())
+        assert len(doc["seeds"]) >= SEEDS >= 5, e.key
+        assert doc["budget"] == e.budget and doc["settings"] == e.settings, \
+            f"{e.key} was run with another budget or settings than the catalogue's: re-run it"
+        assert doc["hardware"]["cpu"] and doc["hardware"]["cores"] >= 1
+        for ref in (e.paper, e.peer):
+            assert ref is None or (ref.source and ref.setting and ref.value), e.key
+    text = (ROOT / page.PAGE).read_text()
+    for e in catalogue.ENTRIES:
+        assert f"results/{e.key}.svg" in text and (ROOT / page.DATA / f"{e.key}.svg").exists()
+
+
+def _fake_run(root: Path, e, finals, curve_len=5):
+    seeds = [{"seed": s, "final": f, "final_std": 1.0, "env_steps": 1000, "wall_s": 10.0,
+              "curve": [[100.0 * k, 2.0 * k, f * k / (curve_len - 1)] for k in range(curve_len)]}
+             for s, f in enumerate(finals)]
+    doc = {"key": e.key, "algorithm": e.algorithm, "preset": e.preset, "env": e.env,
+           "budget": e.budget, "settings": e.settings, "eval_episodes": e.eval_episodes,
+           "workers": 2, "load_average": [1.0, 1.5],
+           "hardware": {"cpu": "Test CPU", "cores": 2, "python": "3.11", "os": "Linux",
+                        "versions": {"numpy": "2"}, "commit": "abc1234", "date": "2026-11-27"},
+           "seeds": seeds}
+    (root / page.DATA).mkdir(parents=True, exist_ok=True)
+    (root / page.DATA / f"{e.key}.json").write_text(json.dumps(doc))
+
+
+def test_the_page_states_the_interval_the_seeds_give_and_whether_the_paper_is_above(tmp_path):
+    bitflip = catalogue.entry("eorl-bitflip7")  # the paper's very setting: 8.22
+    finals = [5.0, 6.0, 7.0, 6.5, 5.5]
+    _fake_run(tmp_path, bitflip, finals)
+    text = page.render(tmp_path)[page.PAGE]
+    mean, lo, hi = mean_ci(finals, np.random.default_rng(runs.CI_SEED))
+    assert f"**{mean:,.2f}** [{lo:,.2f}, {hi:,.2f}] (5)" in text
+    assert "**Below the paper's 8.22**" in text
+    assert "Test CPU, 2 cores" in text
+    # an entry with no saved run says how to make one
+    assert "Not run yet: `esnb bench results --only es-halfcheetah`" in text
+    # a paper number for another task is never called a shortfall
+    aes = catalogue.entry("aesrl-invpendulum")
+    _fake_run(tmp_path, aes, [900.0, 950.0, 1000.0, 980.0, 990.0])
+    text = page.render(tmp_path)[page.PAGE]
+    assert "not comparable, shown for scale" in text
+
+
+def test_check_fails_on_a_stale_page_and_render_repairs_it(tmp_path, capsys):
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
+    assert main(["bench", "results", "--check", "--root", str(tmp_path)]) == 0
+    key = catalogue.ENTRIES[0].key
+    path = tmp_path / page.DATA / f"{key}.json"
+    doc = json.loads(path.read_text())
+    doc["seeds"][0]["final"] += 1.0
+    path.write_text(json.dumps(doc))
+    assert main(["bench", "results", "--check", "--root", str(tmp_path)]) == 1
+    assert "stale: docs/results.md" in capsys.readouterr().out
+    assert main(["bench", "results", "--render", "--root", str(tmp_path)]) == 0
+    assert main(["bench", "results", "--check", "--root", str(tmp_path)]) == 0
+
+
+def test_the_figure_band_is_the_mean_and_range_of_the_seeds_on_a_common_grid():
+    a = np.array([[0.0, 0.0], [10.0, 10.0]])
+    b = np.array([[0.0, 2.0], [5.0, 2.0], [8.0, 4.0]])  # shorter: the grid stops at 8
+    x, mean, low, high = svg.band([a, b])
+    assert x[0] == 0.0 and x[-1] == 8.0
+    ya, yb = np.interp(x, a[:, 0], a[:, 1]), np.interp(x, b[:, 0], b[:, 1])
+    assert np.allclose(mean, (ya + yb) / 2)
+    assert np.allclose(low, np.minimum(ya, yb)) and np.allclose(high, np.maximum(ya, yb))
+    doc = svg.figure([svg.panel(x, mean, low, high, "t", "x", "y")], "caption")
+    assert doc.startswith("<svg") and "<polygon" in doc and "<polyline" in doc
+
+
+def test_bad_entries_get_one_line():
+    with pytest.raises(ValueError, match="no results entry 'nope'; there are: es-halfcheetah"):
+        catalogue.entry("nope")
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "results", "--only", "nope"])
+    assert exc.value.code == 2
