@@ -284,7 +284,7 @@ def test_cem_round_robin_and_pool():
     (lambda: EORL("gridnav", {"size": 1}), "size must be an integer >= 2"),
     (lambda: EORL("bitflip", {"n_bits": 1}), "n_bits"),
     (lambda: EORL("cartpole"), "'bitflip', 'gridnav'"),
-    (lambda: make_runner("CER"), "CER is not implemented"),
+    (lambda: make_runner("ZER"), "unknown algorithm 'ZER'; valid: VAN, CER, HER, PER, CBE"),
     (lambda: MCLearner("bitflip", {}, 0, 0, **EpisodeConfig.build().learner_kwargs()),
      "episodes must be an integer >= 1"),
 ])
@@ -318,6 +318,7 @@ def test_settings_variants_and_presets():
     from esnb.runners.eorl.config import (
         CBEConfig,
         CEMRLRoundRobinConfig,
+        CERConfig,
         EORLConfig,
         EpisodeConfig,
         HERConfig,
@@ -335,8 +336,8 @@ def test_settings_variants_and_presets():
     for cfg in (actv, rates):
         assert EORLConfig.from_dict(cfg.to_dict()) == cfg  # checkpoints rebuild it
     # the defaults are the paper's, so the paper preset changes nothing
-    for cls in (EpisodeConfig, PERConfig, HERConfig, CBEConfig, CEMRLRoundRobinConfig,
-                EORLConfig):
+    for cls in (EpisodeConfig, PERConfig, HERConfig, CBEConfig, CERConfig,
+                CEMRLRoundRobinConfig, EORLConfig):
         assert cls.build(preset="paper") == cls.build()
     assert default.learner_kwargs() == {"lr": 0.01, "eps_decay": None, "hidden": (32, 8),
                                         "batch_size": 4096, "epochs": 2, "minibatch": None,

@@ -46,8 +46,8 @@ def test_a_failing_run_is_named(client):
     bad = RunSpec("VAN", "gridnav", (("size", 1),), episodes=5)
     with pytest.raises(RuntimeError, match=r"run VAN on gridnav\(size=1\) seed 0 failed"):
         run_table([bad] + SPECS[:2], client=client, progress=False)
-    with pytest.raises(ValueError, match="CER is not implemented"):
-        RunSpec("CER", "bitflip")
+    with pytest.raises(ValueError, match="unknown algorithm 'ZER'; valid: VAN, CER, HER"):
+        RunSpec("ZER", "bitflip")
 
 
 def test_train_eorl_cli_writes_a_run_folder_and_resumes(tmp_path, capsys):
@@ -100,7 +100,7 @@ def test_train_eorl_help_shows_every_setting_and_the_environment_flags():
     with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
         main(["train", "eorl", "--help"])
     text = " ".join(out.getvalue().split())
-    for part in ("--algorithm {EORL,VAN,HER,PER,CBE,EORL-FIX,CEM-RL,", "--size SIZE",
+    for part in ("--algorithm {EORL,VAN,CER,HER,PER,CBE,EORL-FIX,CEM-RL,", "--size SIZE",
                  "--subgoal {0,1,2+,2-}", "--stochasticity STOCHASTICITY", "--episodes N",
                  "--variant {EORL-FIX,EORL-05-00,EORL-05-05,EORL-10-05,EORL-ACTV}",
                  "--sigma SIGMA std of the multiplicative noise factor N(1, sigma) "

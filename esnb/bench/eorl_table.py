@@ -10,8 +10,8 @@ last 100 training episodes, averaged over seeds, printed as ``ours (paper)`` wit
 The full tables are thousands of runs, so the default is a **reduced** setting that runs in
 under an hour on the 2-core machine: all algorithms, 3 seeds, and on GridNav sizes 8 and 12.
 ``--full`` is the paper's setting (10 seeds; GridNav sizes 8, 12, 16, 20). ``--seeds``,
-``--sizes`` and ``--algorithms`` narrow or widen either. CER has no column of ours: it is not
-implemented (see :mod:`esnb.runners.eorl.baselines`).
+``--sizes`` and ``--algorithms`` narrow or widen either. Our CER column is esnb's reading of
+its paper's abstract (see :mod:`esnb.runners.eorl.cer`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from esnb.bench.flags import add_json
 from esnb.bench.report import write_json
 from esnb.settings import integer
 
-#: the paper's columns (CER included, for the printout)
+#: the paper's columns
 PAPER_COLUMNS = ("VAN", "CER", "HER", "PER", "CBE", "EORL-FIX", "CEM-RL", "EORL-05-00",
                  "EORL-05-05", "EORL-10-05", "EORL-ACTV")
 

@@ -212,7 +212,7 @@ def eorl_verdicts(cells: pd.DataFrame) -> list[str]:
     against :func:`eorl_cells`, and how many cells are within 1.0 of the paper's."""
     avg = eorl_averages(cells)
     evo = [a for a in avg.index if a.startswith("EORL") and a != "EORL-FIX"]
-    base = [a for a in avg.index if a in ("VAN", "HER", "PER", "CBE")]
+    base = [a for a in avg.index if a in ("VAN", "CER", "HER", "PER", "CBE")]
     out = []
     for who in ("paper", "ours"):
         if evo and base:

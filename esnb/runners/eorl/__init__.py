@@ -1,9 +1,9 @@
 """EORL (Khadilkar 2023) and its baselines: the training loop (:mod:`.learner`: Monte-Carlo
 DQNs sharing one buffer, one episode per call; EORL's population step in :mod:`.evolution`,
-the baselines' rules in :mod:`.baselines`), the runners (:mod:`.runner`), their settings
-(:mod:`.config`), the worker-side run of a table entry (:mod:`.tasks`), tables of runs
-(:mod:`.table`), the table's column names (:mod:`.columns`) and ``esnb train eorl``'s own
-flags (:mod:`.command`). The maths (the Q-network population, episodes and samples) is
+the baselines' rules in :mod:`.baselines` and :mod:`.cer`), the runners (:mod:`.runner`),
+their settings (:mod:`.config`), the worker-side run of a table entry (:mod:`.tasks`), tables
+of runs (:mod:`.table`), the table's column names (:mod:`.columns`) and ``esnb train eorl``'s
+own flags (:mod:`.command`). The maths (the Q-network population, episodes and samples) is
 :mod:`esnb.rl.eorl`."""
 
 from esnb.lazy import lazy_names
@@ -23,11 +23,11 @@ _RUNNER = "esnb.runners.eorl.runner"
 _CONFIG = "esnb.runners.eorl.config"
 _LAZY = {
     "EORL": _RUNNER, "VAN": _RUNNER, "PER": _RUNNER, "HER": _RUNNER, "CBE": _RUNNER,
-    "CEMRLRoundRobin": _RUNNER, "EpisodeRunner": _RUNNER, "make_runner": _RUNNER,
-    "runner_class": _RUNNER,
+    "CER": _RUNNER, "CEMRLRoundRobin": _RUNNER, "EpisodeRunner": _RUNNER,
+    "make_runner": _RUNNER, "runner_class": _RUNNER,
     "COLUMNS": "esnb.runners.eorl.columns", "EORLConfig": _CONFIG, "EpisodeConfig": _CONFIG,
     "PERConfig": _CONFIG, "HERConfig": _CONFIG, "CBEConfig": _CONFIG,
-    "CEMRLRoundRobinConfig": _CONFIG,
+    "CERConfig": _CONFIG, "CEMRLRoundRobinConfig": _CONFIG,
     "RunSpec": "esnb.runners.eorl.tasks", "run_one": "esnb.runners.eorl.tasks",
     "run_table": "esnb.runners.eorl.table", "summarise": "esnb.runners.eorl.table",
     "specs_grid": "esnb.runners.eorl.table",

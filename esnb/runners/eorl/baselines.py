@@ -31,8 +31,8 @@ Every baseline is a :class:`~esnb.runners.eorl.learner.MCLearner`: the same Mont
   3/4 of the population). The paper says no more; the draw's details are esnb's choice. A
   Gaussian fitted to the elites' parameters, as CEM-RL proper does, would average
   independently initialised networks (hidden units in unrelated orders) into a useless one.
-- **CER** (contrastive experience replay, Khadilkar and Meisheri 2023) is not implemented: its
-  paper is not available here in enough detail to build it faithfully.
+- **CER** (contrastive experience replay, Khadilkar and Meisheri 2023) is
+  :class:`esnb.runners.eorl.cer.CERLearner`, with how esnb reads its paper.
 """
 
 from __future__ import annotations

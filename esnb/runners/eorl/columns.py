@@ -2,10 +2,10 @@
 lists them without loading torch (``esnb train eorl --algorithm``, its flags in
 :class:`esnb.runners.eorl.config.EORLCommand`)."""
 
-#: table column name -> (runner class name, settings), in the paper's column order (CER is
-#: not implemented)
+#: table column name -> (runner class name, settings), in the paper's column order
 COLUMNS: dict[str, tuple[str, dict]] = {
     "VAN": ("VAN", {}),
+    "CER": ("CER", {}),
     "HER": ("HER", {}),
     "PER": ("PER", {}),
     "CBE": ("CBE", {}),

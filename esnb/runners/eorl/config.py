@@ -9,8 +9,8 @@ The defaults are already the paper's (section 4.1: 32-8 ReLU networks, learning 
 samples of 4,096, 2 epochs, a buffer of 100 x timeout, epsilon decaying from 1 per episode,
 sigma 0.25, q 0.9, n = 8; 400 BitFlip episodes), so ``preset="paper"`` changes nothing.
 What the paper leaves open is esnb's choice and said where it is declared: EORL-ACTV's rates,
-HER's ``her_k``, CEM-RL's noise, and whether an epoch is one full-batch step (``minibatch``
-none) or Keras mini-batches (``minibatch=32``).
+HER's ``her_k``, CEM-RL's noise, CER's thresholds and mixing, and whether an epoch is one
+full-batch step (``minibatch`` none) or Keras mini-batches (``minibatch=32``).
 """
 
 from __future__ import annotations
@@ -116,6 +116,35 @@ class CBEConfig(EpisodeConfig):
 
     beta: float = setting(1.0, low=0.0, high=1000.0, live=True,
                           help="count-bonus scale beta")
+
+
+@dataclass(frozen=True)
+class CERConfig(EpisodeConfig):
+    """One Monte-Carlo DQN with contrastive experience replay (Khadilkar and Meisheri 2023): a
+    second buffer of marked transitions and their contrastive samples, mixed into every
+    training sample. Every value is esnb's choice: only the CER paper's abstract was available
+    (see :mod:`esnb.runners.eorl.cer`)."""
+
+    algorithm = "CER"
+
+    cer_fraction: float = setting(0.25, low=0.0, high=1.0,
+                                  help="share of each training sample drawn from the CER "
+                                       "buffer (capped at its size)")
+    cer_buffer_factor: int = setting(10, low=1, high=10_000,
+                                     help="CER buffer capacity in multiples of the "
+                                          "environment's timeout")
+    state_z: float = setting(2.0, low=0.0, high=100.0,
+                             help="a state deviation ||x' - x|| is significant above its "
+                                  "running mean + state_z standard deviations")
+    return_z: float = setting(2.0, low=0.0, high=100.0,
+                              help="a return-to-go is unusual when it is more than return_z "
+                                   "standard deviations from its running mean")
+    contrast_radius: float = setting(0.0, low=0.0, high=1e6,
+                                     help="L2 distance within which a state is similar to a "
+                                          "marked one (0: the same state)")
+    contrast_k: int = setting(3, low=0, high=1000,
+                              help="contrastive samples (similar state, other action) added "
+                                   "per marked transition, at most")
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,20 @@ from esnb.rl.eorl.mc_dqn import PopulationQNet, mc_returns
 _STREAMS = ("init", "act", "env", "sample", "evo", "eval")
 
 
+def draw(buffer: ReplayBuffer, size: int, rng: np.random.Generator):
+    """``(sids, actions, returns)`` of ``size`` distinct transitions of a FIFO ``buffer`` drawn
+    uniformly (all of them when it holds no more than ``size``)."""
+    n = len(buffer)
+    # a FIFO ring that never evicts holds its items in slots [0, n)
+    assert n == buffer.filled, "EORL's buffers must be plain FIFO rings"
+    a = buffer.storage.arrays
+    if n <= size:
+        return a["sid"][:n], a["action"][:n], a["ret"][:n]
+    slots = (rng.choice(n, size=size, replace=False, shuffle=False) if size > 0
+             else np.zeros(0, dtype=np.int64))
+    return a["sid"][slots], a["action"][slots], a["ret"][slots]
+
+
 class MCLearner:
     """Monte-Carlo DQNs sharing one FIFO buffer; with ``n = 1`` the paper's VAN baseline.
 
@@ -163,14 +177,7 @@ class MCLearner:
     def sample(self, member: int, size: int) -> Sample:
         """Member's sample: ``size`` distinct transitions drawn uniformly (the whole buffer
         when it holds no more than ``size``)."""
-        n = len(self.buffer)
-        # a FIFO ring that never evicts holds its items in slots [0, n)
-        assert n == self.buffer.filled, "EORL's buffer must be a plain FIFO ring"
-        a = self.buffer.storage.arrays
-        if n <= size:
-            return Sample(member, a["sid"][:n], a["action"][:n], a["ret"][:n])
-        slots = self.rngs["sample"].choice(n, size=size, replace=False, shuffle=False)
-        return Sample(member, a["sid"][slots], a["action"][slots], a["ret"][slots])
+        return Sample(member, *draw(self.buffer, size, self.rngs["sample"]))
 
     def after_fit(self, samples: list[Sample], q_of) -> None:
         """Called after the last pass with ``q_of(sample) -> Q(s_k, a_k)`` before that pass."""

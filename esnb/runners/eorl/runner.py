@@ -3,8 +3,9 @@
 EORL (Khadilkar 2023): a population of Monte-Carlo DQNs sharing one replay buffer, with
 crossover and mutation between them (:mod:`esnb.runners.eorl.evolution`, :mod:`esnb.evo`).
 The baselines of the paper's tables, on the same network, buffer and budget, are
-:class:`VAN`, :class:`PER`, :class:`HER`, :class:`CBE` and :class:`CEMRLRoundRobin`
-(:mod:`esnb.runners.eorl.baselines`); CER is not implemented.
+:class:`VAN`, :class:`CER`, :class:`PER`, :class:`HER`, :class:`CBE` and
+:class:`CEMRLRoundRobin` (:mod:`esnb.runners.eorl.baselines`, CER's in
+:mod:`esnb.runners.eorl.cer`).
 
 One iteration (:meth:`EpisodeRunner._iteration`) is one episode of the learner, top to bottom:
 choose the member, run the episode (on :func:`esnb.envs.rollout.run_episode`), store it, train
@@ -32,10 +33,12 @@ import numpy as np
 from esnb.controls import ControlSnapshot
 from esnb.runners.base import Runner
 from esnb.runners.eorl.baselines import CBELearner, CEMRRLearner, HERLearner, PERLearner
+from esnb.runners.eorl.cer import CERLearner
 from esnb.runners.eorl.columns import COLUMNS
 from esnb.runners.eorl.config import (
     CBEConfig,
     CEMRLRoundRobinConfig,
+    CERConfig,
     EORLConfig,
     EpisodeConfig,
     HERConfig,
@@ -144,6 +147,15 @@ class PER(EpisodeRunner):
     learner_class = PERLearner
 
 
+class CER(EpisodeRunner):
+    """One Monte-Carlo DQN whose samples mix in a contrastive buffer: transitions marked by a
+    large state change before an unusual return, and same-state other-action contrasts."""
+
+    algorithm = "CER"
+    Config = CERConfig
+    learner_class = CERLearner
+
+
 class HER(EpisodeRunner):
     """One goal-conditioned Monte-Carlo DQN with hindsight relabelling from a goal buffer of
     the 8 best terminal states."""
@@ -206,7 +218,7 @@ class EORL(EpisodeRunner):
 
 
 #: every runner of the family by class name
-RUNNERS = {c.__name__: c for c in (EORL, VAN, PER, HER, CBE, CEMRLRoundRobin)}
+RUNNERS = {c.__name__: c for c in (EORL, VAN, CER, PER, HER, CBE, CEMRLRoundRobin)}
 
 
 def runner_class(name: str) -> type[EpisodeRunner]:
@@ -219,8 +231,7 @@ def runner_class(name: str) -> type[EpisodeRunner]:
 def algorithm_runner(algorithm: str) -> tuple[type[EpisodeRunner], dict]:
     """The runner class and settings of a table column name (``"VAN"``, ``"EORL-ACTV"``)."""
     if algorithm not in COLUMNS:
-        raise ValueError(f"unknown algorithm {algorithm!r}; valid: {', '.join(COLUMNS)} "
-                         f"(CER is not implemented)")
+        raise ValueError(f"unknown algorithm {algorithm!r}; valid: {', '.join(COLUMNS)}")
     cls_name, settings = COLUMNS[algorithm]
     return runner_class(cls_name), dict(settings)
 

@@ -47,7 +47,7 @@ class RunSpec:
     def __post_init__(self):
         if self.algorithm not in COLUMNS:
             raise ValueError(f"unknown algorithm {self.algorithm!r}; valid: "
-                             f"{', '.join(COLUMNS)} (CER is not implemented)")
+                             f"{', '.join(COLUMNS)}")
         object.__setattr__(self, "env_kwargs", tuple(sorted(dict(self.env_kwargs).items())))
         object.__setattr__(self, "options", tuple(sorted(dict(self.options).items())))
 
