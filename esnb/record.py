@@ -200,6 +200,8 @@ def write_run_folder(runner, out: str | os.PathLike, summary: dict | None = None
     runner.changes.to_csv(out / "changes.csv", index=False)
     doc = {"algorithm": runner.algorithm, "config": runner.config_dict(),
            "controls": runner.controls.as_dict(), **(summary or {})}
+    if getattr(runner, "parent", None):
+        doc["parent"] = runner.parent
     if len(history):
         last = history.iloc[-1].to_dict()
         doc["last"] = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in last.items()}

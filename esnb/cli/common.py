@@ -37,6 +37,15 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="continue the run in this run folder (or checkpoint file); live "
                         "settings given beside it apply as control changes (default: a new "
                         "run)")
+    p.add_argument("--fork", default=None, metavar="RUN",
+                   help="start a new run from RUN's kept checkpoint nearest before --at, "
+                        "settings given beside it applied as control changes; the new run "
+                        "records RUN as its parent (default: none)")
+    p.add_argument("--at", type=integer(1), default=None, metavar="N",
+                   help="with --fork: the iteration to branch from (default: none)")
+    p.add_argument("--keep-every", type=integer(0), default=0, metavar="N",
+                   help="keep a checkpoint every N iterations in checkpoints/, to --fork "
+                        "from later (0: none)")
     p.add_argument("--controls", default=None, metavar="CHANGES",
                    help="apply a recorded record of control changes (a run's changes.csv, or "
                         "its folder) at the same iterations: a steered ES run replays to the "
@@ -250,7 +259,8 @@ def run(cls, values: dict, args, command: str, budget: dict, default_budget: dic
     with runs.Interrupts() as interrupts, session(args.workers, args.address) as executor:
         runner = runs.build_runner(plan, executor)
         interrupts.watch(runner)
-        runner.keep_checkpoints(plan.folder / "checkpoint.npz", every=args.checkpoint_every)
+        runner.keep_checkpoints(plan.folder / "checkpoint.npz", every=args.checkpoint_every,
+                                keep=getattr(args, "keep_every", 0))
         trackers, finished = start_trackers(runner, args, board_dir), False
         try:
             code = _run_and_finish(runner, args, plan, interrupts, executor, started, command,

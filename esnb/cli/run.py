@@ -43,6 +43,7 @@ class Plan:
     resume: Path | None = None
     live_changes: dict[str, Any] = field(default_factory=dict)
     saved_target: dict[str, float] = field(default_factory=dict)
+    parent: dict[str, Any] | None = None  # a fork's origin (esnb.runners.fork)
 
 
 def check_name(name: str) -> str:
@@ -58,6 +59,12 @@ def plan_run(cls: type, values: dict[str, Any], args) -> Plan:
     from esnb.runners.checkpoint import check_writable
 
     check_cluster(args)
+    if getattr(args, "fork", None):
+        if args.resume:
+            raise ValueError("--fork and --resume exclude each other: a fork is a new run")
+        return _plan_resume(cls, values, args, fork=True)
+    if getattr(args, "at", None) is not None:
+        raise ValueError("--at needs --fork RUN (the run to branch from)")
     if args.resume:
         return _plan_resume(cls, values, args)
     config = cls.Config.build(args.preset, **values)
@@ -103,10 +110,17 @@ def check_env(config) -> None:
                     getattr(config, "max_episode_steps", None))
 
 
-def _plan_resume(cls: type, values: dict[str, Any], args) -> Plan:
+def _plan_resume(cls: type, values: dict[str, Any], args, fork: bool = False) -> Plan:
+    """A resumed run, or (``fork``) a new run from a kept checkpoint of ``--fork``'s run."""
     from esnb.runners.checkpoint import check_writable
+    from esnb.runners.fork import nearest
 
-    path = checkpoint_of(args.resume)
+    if fork:
+        if args.at is None:
+            raise ValueError("--fork needs --at N: the iteration to branch from")
+        iteration, path = nearest(args.fork, args.at)
+    else:
+        path = checkpoint_of(args.resume)
     meta, _ = load_checkpoint(path, cls.algorithm)
     saved = meta["config"]
     config = cls.Config.from_dict({k: v for k, v in saved.items() if k != "name"})
@@ -123,11 +137,19 @@ def _plan_resume(cls: type, values: dict[str, Any], args) -> Plan:
                          f"a new run: {', '.join(fixed)}")
     check_env(config)  # a checkpoint's env kwargs may need what this machine lacks
     check_schedule(cls, config, args)
+    saved_name = meta.get("name", path.parent.name)
+    parent = None
+    if fork:
+        default = f"{saved_name}-fork{iteration}"
+        parent = {"run": str(Path(args.fork)), "name": saved_name, "iteration": iteration,
+                  "checkpoint": str(path),
+                  "changes": {k: v for k, v in live.items() if v != before[k]}}
     name = check_name(args.name) if args.name is not None else \
-        meta.get("name", path.parent.name)
-    folder = check_writable(Path(args.out) if args.out else path.parent)
+        (default if fork else saved_name)
+    folder = check_writable(Path(args.out) if args.out else
+                            (RUNS / name if fork else path.parent))
     return Plan(cls, folder, name, resume=path, live_changes=live,
-                saved_target=dict(meta.get("target") or {}))
+                saved_target=dict(meta.get("target") or {}), parent=parent)
 
 
 def build_runner(plan: Plan, executor):
@@ -135,6 +157,8 @@ def build_runner(plan: Plan, executor):
         runner = plan.cls.load(plan.resume, client=executor, name=plan.name)
         if plan.live_changes:
             runner.controls.set(**plan.live_changes)  # recorded as control changes
+        if plan.parent is not None:
+            runner.parent = plan.parent
         return runner
     return plan.cls(client=executor, config=plan.cls.Config.from_dict(plan.settings),
                     name=plan.name)

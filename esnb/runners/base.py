@@ -110,6 +110,8 @@ class Runner:
         self._keeper = None
         self._saved_target: dict[str, float] = {}
         self._schedule: ControlSchedule | None = None  # a record of changes to replay
+        #: where a fork came from (:mod:`esnb.runners.fork`): run, iteration, changes
+        self.parent: dict[str, Any] | None = None
 
     # -- to implement ------------------------------------------------------------------------
     def _iteration(self, snapshot: ControlSnapshot) -> dict[str, Any]:
@@ -337,8 +339,8 @@ class Runner:
                 fn(row)
             except Exception:  # an observer must never end a run
                 log.exception("observer %r failed", fn)
-        if self._keeper is not None and self._keeper.due():
-            self._keeper.save(self)
+        if self._keeper is not None:
+            self._keeper.after_iteration(self)
         return row
 
     def _log_changes(self, changes: list[ControlChange], version: int) -> None:
@@ -452,12 +454,26 @@ class Runner:
 
         return load_runner(cls, path, client, **overrides)
 
-    def keep_checkpoints(self, path, every: float = 60.0) -> None:
+    def keep_checkpoints(self, path, every: float = 60.0, keep: int = 0) -> None:
         """Write a checkpoint to ``path`` every ``every`` seconds while the run goes (between
-        iterations), and when it stops or finishes (``stop()`` included)."""
+        iterations), and when it stops or finishes (``stop()`` included); with ``keep``, also
+        keep one every ``keep`` iterations for :meth:`fork`."""
         from esnb.runners.checkpoint import CheckpointKeeper
 
-        self._keeper = CheckpointKeeper(path, every)
+        self._keeper = CheckpointKeeper(path, every, keep)
+
+    def fork(self, at: int, client=None, name: str | None = None, **changes) -> Runner:
+        """A new run from this run's kept checkpoint nearest before iteration ``at``, with
+        ``changes`` to its live controls; it records this run as its parent (see
+        :mod:`esnb.runners.fork`). ``client``: where it runs (default: this run's executor)."""
+        from esnb.runners.fork import fork
+
+        if self._keeper is None:
+            raise ValueError("this run keeps no checkpoints to fork from: "
+                             "keep_checkpoints(path, keep=k) before it runs")
+        return fork(self._keeper.path.parent, at,
+                    client=getattr(self, "executor", None) if client is None else client,
+                    name=name, **changes)
 
     @property
     def saved_target(self) -> dict[str, float]:

@@ -37,13 +37,19 @@ class CheckpointKeeper:
         The checkpoint file (its folder must be writable: checked now).
     every : float
         Seconds between checkpoints while the run goes (0: after every iteration).
+    keep : int
+        Also keep a checkpoint every ``keep`` iterations, beside this one, for forks
+        (:mod:`esnb.runners.fork`; 0: none).
     """
 
-    def __init__(self, path, every: float = 60.0):
+    def __init__(self, path, every: float = 60.0, keep: int = 0):
         every = float(every)
         if not math.isfinite(every) or every < 0:
             raise ValueError(f"checkpoint_every must be a finite number of seconds >= 0, got "
                              f"{every!r}")
+        if isinstance(keep, bool) or int(keep) != keep or keep < 0:
+            raise ValueError(f"keep_every must be an integer >= 0 (0: none), got {keep!r}")
+        self.keep = int(keep)
         self.path = Path(path)
         self.every = every
         self.last = time.monotonic()
@@ -58,6 +64,18 @@ class CheckpointKeeper:
         self.last = time.monotonic()
         self.saved += 1
         return out
+
+    def after_iteration(self, runner) -> None:
+        """The checkpoints due after an iteration: a kept one every :attr:`keep` iterations,
+        the run's own every :attr:`every` seconds."""
+        if self.keep and runner.iteration % self.keep == 0:
+            from esnb.runners.fork import kept_path
+
+            path = kept_path(self.path, runner.iteration_column, runner.iteration)
+            path.parent.mkdir(exist_ok=True)
+            runner.save(path)
+        if self.due():
+            self.save(runner)
 
 
 def check_writable(folder) -> Path:
@@ -90,6 +108,7 @@ def save_runner(runner, path) -> Path:
             "history": history_to_json(runner._records),
             "change_log": history_to_json(runner._change_log),
             "target": dict(runner._target),
+            "parent": runner.parent,
         }
         return save_checkpoint(path, runner.algorithm, meta, arrays)
 
@@ -129,6 +148,7 @@ def load_runner(cls, path, client=None, **overrides):
         runner._records = list(meta["history"])
         runner._change_log = list(meta.get("change_log", []))
         runner._saved_target = dict(meta.get("target") or {})
+        runner.parent = meta.get("parent")
         runner._load_state_dict(meta, arrays)
     except (KeyError, TypeError, ValueError) as exc:
         if isinstance(exc, CheckpointError):

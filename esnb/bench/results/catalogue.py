@@ -113,6 +113,17 @@ def _aes_small(algorithm: str, title: str, paper: str, note: str) -> Entry:
                  note=note)
 
 
+def _gridnav(algorithm: str, title: str, paper: str, note: str) -> Entry:
+    """A cell of EORL's Table 3: GridNav 8 x 8, subgoal version 1, no stochasticity."""
+    return Entry(f"{algorithm.lower()}-gridnav8", "eorl-table", "laptop", "gridnav",
+                 {"episodes": 1000}, title,
+                 settings={"algorithm": algorithm, "size": 8, "subgoals": "1",
+                           "stochasticity": 0.0},
+                 paper=Reference(paper, "GridNav 8 x 8, subgoal 1, p = 0, mean of the last "
+                                 "100 episodes", "Khadilkar 2023 (EORL), Table 3"),
+                 note=note)
+
+
 ENTRIES: tuple[Entry, ...] = (
     Entry("es-halfcheetah", "es", "laptop", "HalfCheetah-v5", {"env_steps": 2_000_000},
           "OpenAI-ES", settings=_ES, eval_episodes=10,
@@ -178,6 +189,12 @@ ENTRIES: tuple[Entry, ...] = (
           paper=Reference("8.11", "BitFlip n = 7, no subgoal, mean of the last 100 episodes",
                           "Khadilkar 2023 (EORL), Table 1"),
           note="EORL's baseline on the same cell."),
+    *(_gridnav(algorithm, title, paper, note) for algorithm, title, paper, note in (
+        ("EORL-05-05", "EORL-05-05", "9.70", "The cell where the paper's baselines fall "
+         "furthest behind EORL."),
+        ("CER", "CER (contrastive replay)", "7.81", "esnb's CER is built from its paper's "
+         "abstract (docs/eorl.md): its thresholds and mixing are esnb's choices."),
+        ("VAN", "VAN (one DQN)", "6.59", "EORL's baseline on the same cell."))),
 )
 
 #: presets not on the page, and why

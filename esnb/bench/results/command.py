@@ -24,8 +24,9 @@ SEEDS = 5
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--only", nargs="+", metavar="KEY", choices=[e.key for e in ENTRIES],
-                   help="run these entries only (the others keep their saved runs)")
+    p.add_argument("--only", nargs="+", choices=[e.key for e in ENTRIES],
+                   help="run these entries only, the others keep their saved runs (default: "
+                        "every entry)")
     p.add_argument("--seeds", type=integer(2), default=SEEDS,
                    help="seeds per entry (0, 1, ...)")
     p.add_argument("--workers", type=integer(1), default=2, help="LocalCluster workers")
