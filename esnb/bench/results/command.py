@@ -39,8 +39,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def repo_root() -> Path:
-    """The checkout esnb runs from (the page lives in its docs/)."""
-    return Path(__file__).resolve().parents[3]
+    """The checkout esnb runs from (the page lives in its docs/); for an installed esnb,
+    the current directory."""
+    checkout = Path(__file__).resolve().parents[3]
+    return checkout if (checkout / "pyproject.toml").exists() else Path.cwd()
 
 
 def run(args) -> int:
