@@ -127,7 +127,7 @@ def _gridnav(algorithm: str, title: str, paper: str, note: str) -> Entry:
 ENTRIES: tuple[Entry, ...] = (
     Entry("es-halfcheetah", "es", "laptop", "HalfCheetah-v5", {"env_steps": 2_000_000},
           "OpenAI-ES", settings=_ES, eval_episodes=10,
-          paper=Reference("—", "HalfCheetah-v1, timesteps to reach TRPO's score",
+          paper=Reference("—", "HalfCheetah (Gym, 2017), timesteps to reach TRPO's score",
                           "Salimans et al. 2017 report timesteps to reach a share of TRPO's "
                           "score, not a score at a budget; AES-RL's Table 3 gives CEM (an ES) "
                           "2940 ± 353 at 1M steps on HalfCheetah-v2"),
