@@ -91,6 +91,9 @@ def check_cluster(args) -> None:
 
     if args.workers < 0:
         raise ValueError(f"--workers must be >= 0 (0: this process), got {args.workers}")
+    if getattr(args, "serve", False) and (args.address or args.workers < 1):
+        raise ValueError("--serve needs esnb's own LocalCluster (--workers 1 or more, no "
+                         "--address): attached kernels reach the run through its scheduler")
     if args.address:
         from esnb.cluster import check_address
 
