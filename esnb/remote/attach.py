@@ -206,11 +206,11 @@ class AttachedRun:
         return info is not None and int(info["pid"]) == self.pid
 
     def _call(self, action: str, **kwargs) -> dict[str, Any]:
+        if not self.serving():
+            raise _ended(self.folder)
         if self.client is None:
             raise ValueError(f"run {self.folder.name!r}: this handle is detached; "
                              f"esnb.attach({str(self.folder)!r}) again")
-        if not self.serving():
-            raise _ended(self.folder)
         reply = self.client.sync(getattr(self.client.scheduler, HANDLER), action=action,
                                  **kwargs)
         if reply.get("error"):
@@ -253,8 +253,11 @@ class AttachedRun:
     @property
     def state(self) -> str:
         """The run's state (``running``, ``paused``, ``stopped``, ``finished``, ``failed``),
-        ``ended`` once its process has written its folder."""
-        return self._call("state")["state"] if self.serving() else "ended"
+        ``ended`` once its process has written its folder, ``detached`` after
+        :meth:`detach`."""
+        if not self.serving():
+            return "ended"
+        return "detached" if self.client is None else self._call("state")["state"]
 
     @property
     def iteration(self) -> int:
@@ -287,6 +290,7 @@ class AttachedRun:
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"run {self.name!r} still running after {timeout} s")
             time.sleep(poll)
+        self.detach()  # its scheduler is gone: no client left retrying it
         if self.process is not None:
             self.process.wait()  # esnb.launch's child: reaped, no zombie left
         if not (self.folder / "summary.json").exists():
@@ -308,8 +312,7 @@ class AttachedRun:
         self.detach()
 
     def __repr__(self) -> str:
-        state = self.state if self.client is not None else "detached"
-        return f"<AttachedRun {self.name!r} ({self.title}) state={state} pid={self.pid}>"
+        return f"<AttachedRun {self.name!r} ({self.title}) state={self.state} pid={self.pid}>"
 
 
 def last_line(log: Path) -> str:

@@ -39,7 +39,11 @@ def credentials():
     """A :class:`~distributed.security.Security` with a certificate made for one run."""
     from esnb.cluster import make_security
 
-    return make_security("temporary")
+    try:
+        return make_security("temporary")
+    except ImportError:
+        raise ValueError("--serve needs the cryptography package (TLS certificates made for "
+                         "the run): pip install 'esnb[remote]'") from None
 
 
 def _write_private(path: Path, text: str) -> None:
