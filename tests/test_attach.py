@@ -59,12 +59,14 @@ def local_error(**values) -> str:
 
 
 @pytest.mark.slow
-def test_launch_attach_steer_from_two_kernels_and_stop(in_tmp):
+def test_launch_attach_steer_from_two_kernels_and_stop(in_tmp, capsys):
     a = esnb.launch("es", name="run-a", origin="kernel-a", **RUN)
     assert a.process is not None and a.name == "run-a"
     folder = in_tmp / "runs" / "run-a"
     listed = esnb.runs()
     assert listed.name.tolist() == ["run-a"] and listed.pid.tolist() == [a.process.pid]
+    assert main(["runs"]) == 0
+    assert capsys.readouterr().out.startswith(f"run-a  ES  pid {a.process.pid}  since ")
     # only this user reads the run's credentials
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     for f in ("attach.json", "attach/cert.pem", "attach/key.pem"):
@@ -125,6 +127,8 @@ def test_launch_attach_steer_from_two_kernels_and_stop(in_tmp):
                                          r"none$"):
         esnb.attach("run-b")
     assert esnb.runs().empty
+    assert main(["runs"]) == 0
+    assert capsys.readouterr().out == "no run to attach in runs/ (esnb train <algorithm> --serve starts one)\n"
 
 
 KERNEL = """
