@@ -11,7 +11,6 @@ import signal
 import stat
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -128,7 +127,8 @@ def test_launch_attach_steer_from_two_kernels_and_stop(in_tmp, capsys):
         esnb.attach("run-b")
     assert esnb.runs().empty
     assert main(["runs"]) == 0
-    assert capsys.readouterr().out == "no run to attach in runs/ (esnb train <algorithm> --serve starts one)\n"
+    assert capsys.readouterr().out == ("no run to attach in runs/ (esnb train <algorithm> "
+                                       "--serve starts one)\n")
 
 
 KERNEL = """

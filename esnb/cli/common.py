@@ -257,9 +257,8 @@ def run(cls, values: dict, args, command: str, budget: dict, default_budget: dic
     """Plan, start a cluster, run to the budget (with checkpoints), finish; see
     :mod:`esnb.cli.run`."""
     from esnb.cli import run as runs
-    from esnb.runners.executor import session
-
     from esnb.remote.serve import credentials, serving
+    from esnb.runners.executor import session
 
     started = time.perf_counter()
     plan = runs.plan_run(cls, values, args)
@@ -277,7 +276,10 @@ def run(cls, values: dict, args, command: str, budget: dict, default_budget: dic
         trackers, finished = start_trackers(runner, args, board_dir), False
         try:
             # attachable until the run folder is written (then attach says the run ended)
-            with serving(runner, executor, plan.folder, security):
+            with serving(runner, executor, plan.folder, security) as served:
+                if served is not None:
+                    print(f"esnb: serving: esnb.attach({str(plan.folder)!r}) attaches a "
+                          f"notebook (esnb runs lists the runs)", file=sys.stderr)
                 code = _run_and_finish(runner, args, plan, interrupts, executor, started,
                                        command, budget, default_budget, banner, trackers)
             finished = True

@@ -187,6 +187,7 @@ class AttachedRun:
 
     def __init__(self, folder: Path, info: dict[str, Any], client, origin: str):
         self.folder, self.client, self.origin = Path(folder), client, str(origin)
+        self.attached = True  # until detach()
         self.pid, self.address = int(info["pid"]), info["address"]
         self.process = None  # the Popen of esnb.launch, when this kernel started it
         self._records: list[dict[str, Any]] = []
@@ -208,7 +209,7 @@ class AttachedRun:
     def _call(self, action: str, **kwargs) -> dict[str, Any]:
         if not self.serving():
             raise _ended(self.folder)
-        if self.client is None:
+        if not self.attached:
             raise ValueError(f"run {self.folder.name!r}: this handle is detached; "
                              f"esnb.attach({str(self.folder)!r}) again")
         reply = self.client.sync(getattr(self.client.scheduler, HANDLER), action=action,
@@ -257,7 +258,7 @@ class AttachedRun:
         :meth:`detach`."""
         if not self.serving():
             return "ended"
-        return "detached" if self.client is None else self._call("state")["state"]
+        return self._call("state")["state"] if self.attached else "detached"
 
     @property
     def iteration(self) -> int:
@@ -301,9 +302,9 @@ class AttachedRun:
 
     def detach(self) -> None:
         """Close this kernel's connection; the run goes on."""
-        client, self.client = self.client, None
-        if client is not None:
-            client.close(timeout=5)
+        if self.attached:
+            self.attached = False
+            self.client.close(timeout=5)
 
     def __enter__(self) -> AttachedRun:
         return self
