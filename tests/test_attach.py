@@ -22,6 +22,7 @@ from esnb.cli import main
 from esnb.controls import Controls
 from esnb.remote.attach import alive, connect, serving_info
 from esnb.runners.es import ESConfig
+from esnb.ui import dashboard
 
 ROOT = Path(__file__).resolve().parents[1]
 #: small and quick; a budget far beyond what the tests run: they stop the run
@@ -74,6 +75,8 @@ def test_launch_attach_steer_from_two_kernels_and_stop(in_tmp, capsys):
 
     b = esnb.attach("run-a", origin="kernel-b")
     until("3 generations", lambda: b.iteration >= 3)
+    figure = b.plot()  # the run's own panels, drawn from the fetched history
+    assert len(b.plot_panels) >= 2 and len(figure.children) == len(b.plot_panels)
     first = len(b.history)
     until("more rows", lambda: len(b.history) > first)
     assert b.history.generation.tolist() == list(range(1, len(b.history) + 1))
@@ -88,8 +91,27 @@ def test_launch_attach_steer_from_two_kernels_and_stop(in_tmp, capsys):
 
     assert a.controls.set(sigma=0.05) == version + 1
     assert b.controls["sigma"] == 0.05
-    b.controls.set(lr=0.02)
+    # kernel b steers through the notebook's panel: its widgets, the run's controls
+    board = dashboard(b)
+    panel = board.panel
+    panel._refresh()
+    assert panel.status.value.startswith("<b>running</b>")
+    assert panel.fields["sigma"].value == 0.05  # kernel a's change, shown in b's panel
+    panel.buttons["pause"].click()
+    until("paused", lambda: b.state == "paused")
+    held = b.iteration
+    panel.fields["lr"].value = 0.02
+    assert panel.message_text == "✓ lr = 0.02 from the next generation (after resume)"
+    panel.buttons["step"].click()
+    until("one step", lambda: b.iteration == held + 1)
+    assert b.state == "paused"
+    panel.buttons["resume"].click()
     until("both changes applied", lambda: len(a.changes) == 2)
+    drawn = board.plot.wait_drawn(timeout=SAFETY).rows_drawn  # the live plot: the run's rows
+    assert drawn >= held + 1
+    until("the change marked", lambda: any("lr" in t for t in board.plot.marker_texts()))
+    assert board.record.disabled and "attached" in board.record.tooltip
+    board.close()
     for handle in (a, b):  # each kernel sees the other's change, with its origin
         seen = handle.changes
         assert seen[["name", "new", "origin"]].values.tolist() == [

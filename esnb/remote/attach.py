@@ -14,6 +14,7 @@ import os
 import socket
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pandas as pd
@@ -24,7 +25,8 @@ from esnb.remote.serve import ATTACH_FILE, HANDLER
 RUNS = Path("runs")
 #: seconds to wait for the run's scheduler to answer a connection
 CONNECT_TIMEOUT = 10.0
-ENDED = ("stopped", "finished", "failed")
+#: seconds a fetched state is reused
+STATUS_AGE = 0.2
 
 
 def alive(pid: int) -> bool:
@@ -167,13 +169,18 @@ class AttachedControls:
 
     @property
     def version(self) -> int:
-        return int(self._run._call("controls")["version"])
+        """The run's controls version (the last one seen, once the run has ended)."""
+        if not self._run.serving():
+            return int(self._run._state[1].get("version", 0))
+        return int(self._run._status()["version"])
 
     def set(self, **values: Any) -> int:
         """Set live controls of the run: validated by the run (a bad value raises the
         ValueError a local ``set`` raises, and changes nothing); returns the new version."""
         plain = {k: (v.item() if hasattr(v, "item") else v) for k, v in values.items()}
-        return int(self._run._call("set", values=plain, origin=self._run.origin)["version"])
+        version = int(self._run._call("set", values=plain, origin=self._run.origin)["version"])
+        self._run._state = (-1e9, {})  # the next read asks again
+        return version
 
     def __repr__(self) -> str:
         body = ", ".join(f"{k}={v!r}" for k, v in self.as_dict().items())
@@ -192,6 +199,7 @@ class AttachedRun:
         self.process = None  # the Popen of esnb.launch, when this kernel started it
         self._records: list[dict[str, Any]] = []
         self._changes: list[dict[str, Any]] = []
+        self._state: tuple[float, dict[str, Any]] = (-1e9, {})
         about = self._call("describe")
         self.name, self.algorithm = about["name"], about["algorithm"]
         self.title, self.iteration_column = about["title"], about["iteration_column"]
@@ -199,6 +207,8 @@ class AttachedRun:
         #: the run's plot panels (:func:`esnb.figures.plot` draws them as the run's own)
         self.plot_panels, self.plot_default_panels = about["plot_panels"], False
         self.final_evaluation: dict[str, Any] | None = None
+        #: what the widgets ask a runner's executor for: the run's Dask dashboard
+        self.executor = SimpleNamespace(dashboard_link=about.get("dashboard"))
 
     # -- the transport -------------------------------------------------------------------------
     def serving(self) -> bool:
@@ -215,8 +225,20 @@ class AttachedRun:
         reply = self.client.sync(getattr(self.client.scheduler, HANDLER), action=action,
                                  **kwargs)
         if reply.get("error"):
-            raise ValueError(reply["error"])
+            kind = {"TypeError": TypeError, "RuntimeError": RuntimeError}.get(
+                reply.get("kind"), ValueError)
+            raise kind(reply["error"])
+        if "running" in reply:  # a state: kept for the widgets' many reads of it
+            self._state = (time.monotonic(), reply)
         return reply
+
+    def _status(self) -> dict[str, Any]:
+        """The run's state, iteration, wall time, controls version: asked again after
+        :data:`STATUS_AGE` seconds (a panel reads them several times a refresh)."""
+        at, status = self._state
+        if time.monotonic() - at > STATUS_AGE:
+            status = self._call("state")
+        return status
 
     # -- what a runner shows ----------------------------------------------------------------
     @property
@@ -258,12 +280,28 @@ class AttachedRun:
         :meth:`detach`."""
         if not self.serving():
             return "ended"
-        return self._call("state")["state"] if self.attached else "detached"
+        return self._status()["state"] if self.attached else "detached"
 
     @property
     def iteration(self) -> int:
-        return int(self._call("state")["iteration"]) if self.serving() else \
-            int(self.records[-1][self.iteration_column]) if self.records else 0
+        if self.serving():
+            return int(self._status()["iteration"])
+        records = self.records
+        return int(records[-1][self.iteration_column]) if records else 0
+
+    @property
+    def wall_time(self) -> float:
+        return float(self._status()["wall_time"]) if self.serving() else 0.0
+
+    @property
+    def running(self) -> bool:
+        return self.serving() and bool(self._status()["running"])
+
+    @property
+    def error(self) -> RuntimeError | None:
+        """Why the run failed (its text), while it is failed."""
+        failure = self._status().get("failure") if self.serving() else None
+        return RuntimeError(failure) if failure else None
 
     def plot(self):
         """The figure of the run's history so far (bokeh), the run's own panels."""
@@ -275,6 +313,31 @@ class AttachedRun:
     def stop(self) -> None:
         """End the run after its current iteration; it writes its folder as usual."""
         self._call("stop")
+
+    def pause(self) -> None:
+        """Hold the run after its current iteration."""
+        self._call("pause")
+
+    def resume(self) -> None:
+        self._call("resume")
+
+    def step(self, n: int = 1, block: bool = False) -> AttachedRun:
+        """``n`` iterations of the paused run (``block``: wait until they are done)."""
+        target = self.iteration + int(n)
+        self._call("step", n=int(n))
+        while block and self.serving() and self.iteration < target:
+            time.sleep(0.2)
+        return self
+
+    def start(self, **budget) -> AttachedRun:
+        """An attached run was started by its own process; it cannot start again here."""
+        raise RuntimeError(f"run {self.name!r} is started by its own process (esnb.launch, "
+                           f"esnb train --serve); resume() a paused one")
+
+    def acting_policy(self):
+        """The policy lives in the run's process: said as a local runner says it has none."""
+        raise ValueError(f"run {self.name!r} is attached: its policy is in its own process "
+                         f"(esnb play {self.folder} once it has ended)")
 
     def wait(self, timeout: float | None = None, poll: float = 0.5) -> AttachedRun:
         """Block until the run has ended and written its folder (``summary.json``).

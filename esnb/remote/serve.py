@@ -75,6 +75,7 @@ class Serving:
 
     def __init__(self, runner, client, folder, security):
         self.runner, self.folder = runner, Path(folder)
+        self.dashboard = getattr(client, "dashboard_link", None)
         self.scheduler = client.cluster.scheduler
         self.address = self.scheduler.address
         os.chmod(self.folder, 0o700)
@@ -114,8 +115,8 @@ class Serving:
             return {"error": f"unknown op {action!r} of {HANDLER}"}
         try:
             return fn(**kwargs)
-        except (ValueError, TypeError) as exc:
-            return {"error": str(exc)}
+        except (ValueError, TypeError, RuntimeError) as exc:
+            return {"error": str(exc), "kind": type(exc).__name__}
 
     def op_describe(self) -> dict[str, Any]:
         from esnb.runners.plotspec import panels_for
@@ -123,12 +124,14 @@ class Serving:
         runner = self.runner
         return {**self.info, **self.op_state(), "controls": runner.controls.as_dict(),
                 "schema": _controls_schema(runner.controls),
-                "plot_panels": [asdict(p) for p in panels_for(runner)]}
+                "plot_panels": [asdict(p) for p in panels_for(runner)],
+                "dashboard": self.dashboard}
 
     def op_state(self) -> dict[str, Any]:
         runner = self.runner
         error = runner.error
         return {"state": runner.state, "iteration": runner.iteration,
+                "wall_time": runner.wall_time, "running": runner.running,
                 "version": runner.controls.version,
                 "failure": None if error is None else f"{type(error).__name__}: {error}"}
 
@@ -151,6 +154,19 @@ class Serving:
 
     def op_stop(self) -> dict[str, Any]:
         self.runner.stop()
+        return self.op_state()
+
+    def op_pause(self) -> dict[str, Any]:
+        self.runner.pause()
+        return self.op_state()
+
+    def op_resume(self) -> dict[str, Any]:
+        self.runner.resume()
+        return self.op_state()
+
+    def op_step(self, n: int = 1) -> dict[str, Any]:
+        """``n`` iterations of a paused run (never waits: the run's thread does them)."""
+        self.runner.step(int(n), block=False)
         return self.op_state()
 
 
