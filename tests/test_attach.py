@@ -198,8 +198,20 @@ def test_launch_checks_everything_before_a_process_starts(in_tmp):
         esnb.launch("es", env="CartPole-v1", address="tcp://127.0.0.1:8786", generations=5)
     with pytest.raises(ValueError, match="--generations"):
         esnb.launch("es", env="CartPole-v1", generations=-5)
+    with pytest.raises(ValueError, match="settings must be plain values"):
+        esnb.launch("es", env="CartPole-v1", sigma=object(), generations=5)
     assert not (in_tmp / "runs").exists()  # nothing made, nothing started
     assert esnb.runs().empty
+
+
+def test_a_run_that_ends_before_serving_says_why(in_tmp, monkeypatch):
+    # read by the run's process only (this one loaded dask's config already): it exits at once
+    monkeypatch.setenv("DASK_ESNB__CLUSTER__TYPE", "nowhere")
+    said = (r"^the es run 'early' ended \(exit 2\) before it could be attached: "
+            r"esnb: error: esnb.cluster.type .* got 'nowhere' \(log: runs/early/run.log\)$")
+    with pytest.raises(ValueError, match=said):
+        esnb.launch("es", env="CartPole-v1", name="early", generations=5)
+    assert (in_tmp / "runs" / "early" / "run.log").exists()
 
 
 def test_serve_refuses_a_run_without_its_own_cluster(capsys, in_tmp):
@@ -207,9 +219,10 @@ def test_serve_refuses_a_run_without_its_own_cluster(capsys, in_tmp):
     err = capsys.readouterr().err.strip()
     assert err.startswith("esnb: error: --serve needs esnb's own LocalCluster") and \
         "\n" not in err
-    assert main(["train", "es", "--env", "CartPole-v1", "--workers", "0",
-                 "--settings", "[1]"]) == 2
-    assert "--settings must be a JSON object" in capsys.readouterr().err
+    for text in ("[1]", "{sigma: 1}"):
+        assert main(["train", "es", "--env", "CartPole-v1", "--workers", "0",
+                     "--settings", text]) == 2
+        assert "esnb: error: --settings must be a JSON object" in capsys.readouterr().err
 
 
 def test_a_change_records_who_made_it():
