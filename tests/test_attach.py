@@ -73,13 +73,17 @@ def test_launch_attach_steer_from_two_kernels_and_stop(in_tmp, capsys):
         assert stat.S_IMODE((folder / f).stat().st_mode) == 0o600, f
     assert serving_info(folder)["address"].startswith("tls://127.0.0.1:")
 
+    with pytest.raises(ValueError, match=r"^run 'run-a' is running in runs/run-a \(pid \d+\): "
+                                         r"attach to it"):
+        esnb.launch("es", name="run-a", **RUN)  # a second run into its folder: refused
     b = esnb.attach("run-a", origin="kernel-b")
     until("3 generations", lambda: b.iteration >= 3)
     figure = b.plot()  # the run's own panels, drawn from the fetched history
     assert len(b.plot_panels) >= 2 and len(figure.children) == len(b.plot_panels)
     first = len(b.history)
     until("more rows", lambda: len(b.history) > first)
-    assert b.history.generation.tolist() == list(range(1, len(b.history) + 1))
+    rows = b.history  # read once: the run goes on between two reads
+    assert rows.generation.tolist() == list(range(1, len(rows) + 1))
 
     # a bad value: the local runner's error, nothing changed
     before, version = a.controls.as_dict(), a.controls.version
