@@ -193,6 +193,21 @@ def test_killing_the_launching_kernel_leaves_the_run_going(in_tmp):
     assert pd.read_csv(folder / "changes.csv").origin.tolist() == ["new kernel"]
 
 
+@pytest.mark.slow
+def test_a_killed_run_is_said_ended_with_its_checkpoint(in_tmp):
+    run = esnb.launch("es", name="killed", checkpoint_every=0, **RUN)
+    until("a checkpoint written", lambda: (in_tmp / "runs/killed/checkpoint.npz").exists())
+    run.detach()
+    os.killpg(run.pid, signal.SIGKILL)  # the run and its workers, where they stood
+    run.process.wait()
+    assert (in_tmp / "runs/killed/attach.json").exists()  # left behind: its process is gone
+    assert esnb.runs().empty
+    with pytest.raises(ValueError, match=r"^run 'killed' has ended \(its checkpoint: "
+                                         r"runs/killed/checkpoint.npz\); nothing to attach"):
+        esnb.attach("killed")
+    assert run.state == "ended"
+
+
 def test_launch_checks_everything_before_a_process_starts(in_tmp):
     with pytest.raises(ValueError, match=r"^sigma must be a number in \(0, 10\], got -1"):
         esnb.launch("es", env="CartPole-v1", sigma=-1, generations=5)

@@ -64,7 +64,7 @@ def runs(folder="runs") -> pd.DataFrame:
         if info is not None:
             rows.append({"name": info["name"], "algorithm": info["algorithm"],
                          "pid": info["pid"], "address": info["address"],
-                         "started": pd.Timestamp(info["started"], unit="s"),
+                         "started": pd.Timestamp.fromtimestamp(info["started"]),  # local
                          "folder": str(sub)})
     cols = ["name", "algorithm", "pid", "address", "started", "folder"]
     return pd.DataFrame(rows, columns=cols).sort_values("started", ignore_index=True)
