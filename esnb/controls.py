@@ -247,8 +247,7 @@ class Controls:
 
     # -- writing -----------------------------------------------------------------------------
     def set(self, **values: Any) -> int:
-        """Validate and apply ``values`` at once; return the new version (see :meth:`apply`).
-        """
+        """Validate and apply ``values`` at once; return the new version (:meth:`apply`)."""
         return self.apply(values)
 
     def apply(self, values: Mapping[str, Any], origin: str = "local") -> int:
