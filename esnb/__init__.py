@@ -38,6 +38,10 @@ _LAZY = {
     "make_env": "esnb.envs.make",
     "CheckpointError": "esnb.record",
     "dashboard": "esnb.ui",
+    "launch": "esnb.remote.launch",
+    "attach": "esnb.remote.attach",
+    "runs": "esnb.remote.attach",
+    "AttachedRun": "esnb.remote.attach",
 }
 
 __all__ = sorted(_LAZY)

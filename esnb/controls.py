@@ -138,13 +138,16 @@ class Control:
 
 @dataclass(frozen=True)
 class ControlChange:
-    """One accepted change: the store's version after it, and when it was made."""
+    """One accepted change: the store's version after it, when it was made, and by whom
+    (``origin``: ``"local"`` in this process, a kernel attached to the run, a replayed
+    schedule)."""
 
     version: int
     name: str
     old: Any
     new: Any
     time: float
+    origin: str = "local"
 
 
 @dataclass(frozen=True)
@@ -244,13 +247,19 @@ class Controls:
 
     # -- writing -----------------------------------------------------------------------------
     def set(self, **values: Any) -> int:
-        """Validate and apply ``values`` at once; return the new version.
+        """Validate and apply ``values`` at once; return the new version (:meth:`apply`)."""
+        return self.apply(values)
+
+    def apply(self, values: Mapping[str, Any], origin: str = "local") -> int:
+        """Validate and apply ``values`` at once, recording who asked (``origin``); return the
+        new version.
 
         Raises
         ------
         ValueError
             For an unknown or fixed control, or a value out of range. Nothing changes then.
         """
+        values = dict(values)
         self._check_names(values)
         for name in values:
             if not self._schema[name].live:
@@ -266,7 +275,8 @@ class Controls:
             self._version += 1
             now = time.time()
             new = [
-                ControlChange(self._version, n, self._values[n], v, now) for n, v in changed.items()
+                ControlChange(self._version, n, self._values[n], v, now, str(origin))
+                for n, v in changed.items()
             ]
             self._values.update(changed)
             self._changes.extend(new)

@@ -1,5 +1,5 @@
-"""The ``esnb`` command: ``esnb demo``, ``esnb train <algorithm>``, ``esnb play RUN``,
-``esnb export RUN``, ``esnb bench <name>``, ``esnb docs settings``.
+"""The ``esnb`` command: ``esnb demo``, ``esnb train <algorithm>``, ``esnb runs``, ``esnb play
+RUN``, ``esnb export RUN``, ``esnb bench <name>``, ``esnb docs settings``.
 
 Algorithms plug in through :mod:`esnb.runners.registry` (each declared in its own package; the
 flags derive from its config dataclass, see :mod:`esnb.cli.train`); benchmarks through
@@ -82,6 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
         trainer.add_arguments(algo, p)
         p.set_defaults(trainer=name)
 
+    runs_text = ("List the runs that can be attached (started with esnb train ... --serve or "
+                 "esnb.launch, still running): esnb.attach(name) in a notebook reaches them.")
+    runs = sub.add_parser("runs", help=first_sentence(runs_text), description=runs_text)
+    runs.add_argument("--folder", default="runs",
+                      help="where the run folders are (default: runs)")
+
     from esnb.cli import play as playing
 
     play = sub.add_parser("play", help=first_sentence(playing.PLAY_DESCRIPTION),
@@ -122,6 +128,20 @@ def _plugin_parser(subparsers, name: str, module: str):
                                  description=mod.__doc__), mod
 
 
+def list_runs(folder: str) -> int:
+    """``esnb runs``: one line per attachable run, or one line saying there is none."""
+    from esnb.remote.attach import runs
+
+    table = runs(folder)
+    if table.empty:
+        print(f"no run to attach in {folder}/ (esnb train <algorithm> --serve starts one)")
+        return 0
+    for row in table.itertuples():
+        since = row.started.strftime("%Y-%m-%d %H:%M:%S")
+        print(f"{row.name}  {row.algorithm}  pid {row.pid}  since {since}  {row.folder}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -149,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
             return docs.run(args)
         if args.command == "train":
             return common.run_training(algorithms()[args.trainer], args)
+        if args.command == "runs":
+            return list_runs(args.folder)
         if args.command in ("play", "export"):
             from esnb.cli import play
 

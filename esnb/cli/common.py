@@ -46,6 +46,13 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep-every", type=integer(0), default=0, metavar="N",
                    help="keep a checkpoint every N iterations in checkpoints/, to --fork "
                         "from later (0: none)")
+    p.add_argument("--serve", action="store_true",
+                   help="let notebooks attach to the run (esnb.attach(name)): its LocalCluster "
+                        "listens on 127.0.0.1 with TLS certificates made for this run, readable "
+                        "by you only (default: off)")
+    p.add_argument("--settings", default=None, metavar="JSON",
+                   help="settings as one JSON object, as esnb.launch passes them; a setting's "
+                        "own flag wins (default: none)")
     p.add_argument("--controls", default=None, metavar="CHANGES",
                    help="apply a recorded record of control changes (a run's changes.csv, or "
                         "its folder) at the same iterations: a steered ES run replays to the "
@@ -250,21 +257,31 @@ def run(cls, values: dict, args, command: str, budget: dict, default_budget: dic
     """Plan, start a cluster, run to the budget (with checkpoints), finish; see
     :mod:`esnb.cli.run`."""
     from esnb.cli import run as runs
+    from esnb.remote.serve import credentials, serving
     from esnb.runners.executor import session
 
     started = time.perf_counter()
     plan = runs.plan_run(cls, values, args)
     board_dir = tensorboard_dir(args, plan.folder)  # before any cluster: the extra is there
     check_mlflow(args)
-    with runs.Interrupts() as interrupts, session(args.workers, args.address) as executor:
+    # --serve: loopback and TLS with this run's own certificate (esnb.remote.serve)
+    security = credentials() if getattr(args, "serve", False) else None
+    cluster = {"security": security, "host": "127.0.0.1"} if security is not None else {}
+    with runs.Interrupts() as interrupts, \
+            session(args.workers, args.address, **cluster) as executor:
         runner = runs.build_runner(plan, executor)
         interrupts.watch(runner)
         runner.keep_checkpoints(plan.folder / "checkpoint.npz", every=args.checkpoint_every,
                                 keep=getattr(args, "keep_every", 0))
         trackers, finished = start_trackers(runner, args, board_dir), False
         try:
-            code = _run_and_finish(runner, args, plan, interrupts, executor, started, command,
-                                   budget, default_budget, banner, trackers)
+            # attachable until the run folder is written (then attach says the run ended)
+            with serving(runner, executor, plan.folder, security) as served:
+                if served is not None:
+                    print(f"esnb: serving: esnb.attach({str(plan.folder)!r}) attaches a "
+                          f"notebook (esnb runs lists the runs)", file=sys.stderr)
+                code = _run_and_finish(runner, args, plan, interrupts, executor, started,
+                                       command, budget, default_budget, banner, trackers)
             finished = True
             return code
         finally:

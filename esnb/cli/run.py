@@ -72,8 +72,20 @@ def plan_run(cls: type, values: dict[str, Any], args) -> Plan:
     check_schedule(cls, config, args)
     name = check_name(args.name) if args.name is not None else \
         f"{cls.algorithm.lower()}-{time.strftime('%Y%m%d-%H%M%S')}"
-    folder = check_writable(Path(args.out) if args.out else RUNS / name)
+    folder = check_writable(check_free(Path(args.out) if args.out else RUNS / name))
     return Plan(cls, folder, name, settings=config.to_dict())
+
+
+def check_free(folder: Path) -> Path:
+    """``folder`` unless a served run still runs there (two runs would write one folder)."""
+    from esnb.remote.attach import serving_info
+
+    info = serving_info(folder)
+    if info is not None:
+        raise ValueError(f"run {info['name']!r} is running in {folder} (pid {info['pid']}): "
+                         f"attach to it (esnb.attach({str(folder)!r})) or choose another "
+                         f"--name/--out")
+    return folder
 
 
 def check_schedule(cls: type, config, args) -> None:
@@ -91,6 +103,9 @@ def check_cluster(args) -> None:
 
     if args.workers < 0:
         raise ValueError(f"--workers must be >= 0 (0: this process), got {args.workers}")
+    if getattr(args, "serve", False) and (args.address or args.workers < 1):
+        raise ValueError("--serve needs esnb's own LocalCluster (--workers 1 or more, no "
+                         "--address): attached kernels reach the run through its scheduler")
     if args.address:
         from esnb.cluster import check_address
 
@@ -146,8 +161,8 @@ def _plan_resume(cls: type, values: dict[str, Any], args, fork: bool = False) ->
                   "changes": {k: v for k, v in live.items() if v != before[k]}}
     name = check_name(args.name) if args.name is not None else \
         (default if fork else saved_name)
-    folder = check_writable(Path(args.out) if args.out else
-                            (RUNS / name if fork else path.parent))
+    folder = check_writable(check_free(Path(args.out) if args.out else
+                                       (RUNS / name if fork else path.parent)))
     return Plan(cls, folder, name, resume=path, live_changes=live,
                 saved_target=dict(meta.get("target") or {}), parent=parent)
 

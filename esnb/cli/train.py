@@ -11,6 +11,7 @@ chosen preset.
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
 from esnb import settings as settings_mod
@@ -39,9 +40,24 @@ def budget_given(algo: Algorithm, args: argparse.Namespace) -> dict[str, float]:
             if getattr(args, f"budget_{key}", None) is not None}
 
 
+def json_settings(text: str | None) -> dict[str, Any]:
+    """``--settings``: one JSON object of settings (checked by the config with the rest)."""
+    if not text:
+        return {}
+    try:
+        values = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--settings must be a JSON object of settings: {exc}") from None
+    if not isinstance(values, dict):
+        raise ValueError(f"--settings must be a JSON object of settings, got {text!r}")
+    return values
+
+
 def runner_and_settings(algo: Algorithm, args: argparse.Namespace) -> tuple[type, dict[str, Any]]:
-    """The runner class and the settings given on the command line."""
-    values = settings_mod.given(args, algo.load_config())
+    """The runner class and the settings given on the command line (``--settings``: a JSON
+    object of settings, under the flags given)."""
+    values = {**json_settings(getattr(args, "settings", None)),
+              **settings_mod.given(args, algo.load_config())}
     runner = algo.load_runner()
     if algo.adapt:
         runner, values = load(algo.adapt)(args, values)

@@ -43,7 +43,8 @@ class Runner:
     history : pandas.DataFrame
         One row per iteration (a copy).
     changes : pandas.DataFrame
-        Every accepted control change with the iteration where it took effect.
+        Every accepted control change with the iteration where it took effect and its
+        ``origin`` (``local``, ``schedule``, or the kernel attached to the run that made it).
     state : str
         One of ``idle running paused stopped finished failed``.
     error : BaseException or None
@@ -321,7 +322,7 @@ class Runner:
     def _run_iteration(self) -> dict[str, Any]:
         with self._iter_lock:
             if self._schedule is not None and (due := self._schedule.due(self.iteration + 1)):
-                self.controls.set(**due)
+                self.controls.apply(due, origin="schedule")
             snapshot = self.controls.snapshot()
             changes = self.controls.changes_since(self._applied_version)
             t0 = time.perf_counter()
@@ -351,6 +352,7 @@ class Runner:
                 self.iteration_column: self.iteration, "wall_time": self.wall_time,
                 "env_steps": self._progress().get("env_steps", np.nan),
                 "name": c.name, "old": c.old, "new": c.new, "version": c.version,
+                "origin": c.origin,
             })
         self._applied_version = version
 
@@ -377,7 +379,8 @@ class Runner:
 
     @property
     def changes(self) -> pd.DataFrame:
-        cols = [self.iteration_column, "wall_time", "env_steps", "name", "old", "new", "version"]
+        cols = [self.iteration_column, "wall_time", "env_steps", "name", "old", "new", "version",
+                "origin"]
         return pd.DataFrame(list(self._change_log), columns=cols)
 
     def plot(self):

@@ -35,6 +35,8 @@ BUTTONS_ENABLED = {
     "stopped": {"start", "step"},
     "finished": {"start", "step"},
     "failed": {"start", "step"},
+    "ended": set(),  # an attached run (esnb.remote) whose process has ended
+    "detached": set(),
 }
 
 

@@ -90,9 +90,10 @@ def put(client, obj: Any, prefix: str = "esnb-put", priority: int = 0):
 
 
 @contextlib.contextmanager
-def session(workers: int = 2, address: str | None = None):
+def session(workers: int = 2, address: str | None = None, **cluster: Any):
     """The executor of one command: join ``address``, else a LocalCluster of ``workers``
-    processes, else (``workers=0``) this process; the cluster closes when the block ends.
+    processes (``cluster``: more keyword arguments of :func:`~esnb.cluster.make_client`), else
+    (``workers=0``) this process; the cluster closes when the block ends.
 
     Yields
     ------
@@ -103,7 +104,7 @@ def session(workers: int = 2, address: str | None = None):
     if address:
         client = make_client(address=address)
     elif workers > 0:
-        client = make_client(workers)
+        client = make_client(workers, **cluster)
     else:
         client = False
     try:

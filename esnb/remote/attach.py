@@ -1,0 +1,388 @@
+"""A kernel attached to a run of another process: :func:`runs`, :func:`attach`, the handle.
+
+An :class:`AttachedRun` is a Dask client of the run's own scheduler (TLS, with the credentials
+the run wrote into its folder, see :mod:`esnb.remote.serve`): its ``history``, ``changes`` and
+``controls`` are the run's, fetched when read (history and changes incrementally), and a control
+change goes to the run's own ``controls``, validated there and recorded with this kernel's
+origin. ``detach()`` closes the client only; the run goes on. Any number of kernels may attach.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pandas as pd
+
+from esnb.controls import Control
+from esnb.remote.serve import ATTACH_FILE, HANDLER
+
+RUNS = Path("runs")
+#: seconds to wait for the run's scheduler to answer a connection
+CONNECT_TIMEOUT = 10.0
+#: seconds a fetched state is reused
+STATUS_AGE = 0.2
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this machine (a zombie, ended but not yet reaped by its
+    parent, does not)."""
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    try:
+        stat = Path(f"/proc/{int(pid)}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def serving_info(folder: Path) -> dict[str, Any] | None:
+    """The ``attach.json`` of a run folder whose run is alive, else None."""
+    try:
+        info = json.loads((Path(folder) / ATTACH_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return info if isinstance(info, dict) and alive(info.get("pid", -1)) else None
+
+
+def runs(folder="runs") -> pd.DataFrame:
+    """The runs under ``folder`` that can be attached: one row each (name, algorithm, pid,
+    address, started, folder), oldest first."""
+    rows = []
+    root = Path(folder)
+    for sub in sorted(root.iterdir()) if root.is_dir() else ():
+        info = serving_info(sub)
+        if info is not None:
+            rows.append({"name": info["name"], "algorithm": info["algorithm"],
+                         "pid": info["pid"], "address": info["address"],
+                         "started": pd.Timestamp.fromtimestamp(info["started"]),  # local
+                         "folder": str(sub)})
+    cols = ["name", "algorithm", "pid", "address", "started", "folder"]
+    return pd.DataFrame(rows, columns=cols).sort_values("started", ignore_index=True)
+
+
+def _resolve(name_or_folder, folder) -> Path:
+    """The run folder ``name_or_folder`` names; an unknown one is one line listing the runs
+    there are to attach."""
+    path = Path(name_or_folder)
+    if path.is_dir():
+        return path
+    candidate = Path(folder) / str(name_or_folder)
+    if candidate.is_dir():
+        return candidate
+    names = runs(folder)["name"].tolist()
+    there = ", ".join(names) if names else "none"
+    raise ValueError(f"no run {str(name_or_folder)!r} in {folder}/; runs to attach there: "
+                     f"{there}")
+
+
+def _ended(path: Path) -> ValueError:
+    ckpt = path / "checkpoint.npz"
+    where = f"its checkpoint: {ckpt}" if ckpt.exists() else "it left no checkpoint"
+    return ValueError(f"run {path.name!r} has ended ({where}); nothing to attach to")
+
+
+def connect(address: str, security, name: str, timeout: float = CONNECT_TIMEOUT):
+    """A Dask client of a run's scheduler; a refused connection (no or foreign credentials) is
+    one line."""
+    from distributed import Client
+
+    try:
+        return Client(address, security=security, set_as_default=False, timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 - dask raises OSError, TimeoutError, TypeError...
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ValueError(f"cannot attach to run {name!r} at {address}: {why} (only the user "
+                         f"who started it can attach: it takes the run's TLS credentials)"
+                         ) from None
+
+
+def attach(name_or_folder, folder="runs", origin: str | None = None,
+           timeout: float = CONNECT_TIMEOUT) -> AttachedRun:
+    """Attach to a run that serves (``esnb train ... --serve``, :func:`esnb.launch`).
+
+    Parameters
+    ----------
+    name_or_folder : str or path
+        The run's name (a folder of ``folder``) or its run folder.
+    folder : path
+        Where run folders are (default ``runs``).
+    origin : str, optional
+        How this kernel's control changes are recorded (default ``host pid N``).
+    timeout : float
+        Seconds to wait for the run's scheduler to answer.
+
+    Raises
+    ------
+    ValueError
+        An unknown name (the line lists the runs there are), a run that has ended (the line
+        names its checkpoint), or a refused connection.
+    """
+    from distributed.security import Security
+
+    path = _resolve(name_or_folder, folder)
+    info = serving_info(path)
+    if info is None:
+        raise _ended(path)
+    security = Security(tls_ca_file=str(path / info["ca"]),
+                        tls_client_cert=str(path / info["cert"]),
+                        tls_client_key=str(path / info["key"]), require_encryption=True)
+    client = connect(info["address"], security, info["name"], timeout)
+    return AttachedRun(path, info, client, origin or f"{socket.gethostname()} pid {os.getpid()}")
+
+
+class AttachedControls:
+    """The run's controls seen from an attached kernel: ``set``, ``[name]``, ``as_dict()``,
+    ``schema`` as :class:`esnb.controls.Controls` has them; values are read from the run."""
+
+    def __init__(self, run: AttachedRun, schema: list[dict[str, Any]]):
+        self._run = run
+        self._schema = {d["name"]: Control(**{**d, "choices": tuple(d.get("choices", ()))})
+                        for d in schema}
+
+    @property
+    def schema(self) -> tuple[Control, ...]:
+        return tuple(self._schema.values())
+
+    def __iter__(self):
+        return iter(self._schema.values())
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._schema
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self._run._call("controls")["values"])
+
+    def __getitem__(self, name: str) -> Any:
+        return self.as_dict()[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.as_dict().get(name, default)
+
+    @property
+    def version(self) -> int:
+        """The run's controls version (the last one seen, once the run has ended)."""
+        if not self._run.serving():
+            return int(self._run._state[1].get("version", 0))
+        return int(self._run._status()["version"])
+
+    def set(self, **values: Any) -> int:
+        """Set live controls of the run: validated by the run (a bad value raises the
+        ValueError a local ``set`` raises, and changes nothing); returns the new version."""
+        plain = {k: (v.item() if hasattr(v, "item") else v) for k, v in values.items()}
+        version = int(self._run._call("set", values=plain, origin=self._run.origin)["version"])
+        self._run._state = (-1e9, {})  # the next read asks again
+        return version
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{k}={v!r}" for k, v in self.as_dict().items())
+        return f"AttachedControls({body})"
+
+
+class AttachedRun:
+    """A run of another process, attached (see :func:`attach`): the same ``history``,
+    ``records``, ``changes``, ``controls``, ``state``, ``plot()``, ``wait()``, ``stop()`` as a
+    local runner; ``detach()`` leaves it running."""
+
+    def __init__(self, folder: Path, info: dict[str, Any], client, origin: str):
+        self.folder, self.client, self.origin = Path(folder), client, str(origin)
+        self.attached = True  # until detach()
+        self.pid, self.address = int(info["pid"]), info["address"]
+        self.process = None  # the Popen of esnb.launch, when this kernel started it
+        self._records: list[dict[str, Any]] = []
+        self._changes: list[dict[str, Any]] = []
+        self._state: tuple[float, dict[str, Any]] = (-1e9, {})
+        about = self._call("describe")
+        self.name, self.algorithm = about["name"], about["algorithm"]
+        self.title, self.iteration_column = about["title"], about["iteration_column"]
+        self.controls = AttachedControls(self, about["schema"])
+        #: the run's plot panels (:func:`esnb.figures.plot` draws them as the run's own)
+        self.plot_panels, self.plot_default_panels = about["plot_panels"], False
+        self.final_evaluation: dict[str, Any] | None = None
+        #: what the widgets ask a runner's executor for: the run's Dask dashboard
+        self.executor = SimpleNamespace(dashboard_link=about.get("dashboard"))
+
+    # -- the transport -------------------------------------------------------------------------
+    def serving(self) -> bool:
+        """Whether the run still serves (its ``attach.json`` is there, its process alive)."""
+        info = serving_info(self.folder)
+        return info is not None and int(info["pid"]) == self.pid
+
+    def _call(self, action: str, **kwargs) -> dict[str, Any]:
+        if not self.serving():
+            raise _ended(self.folder)
+        if not self.attached:
+            raise ValueError(f"run {self.folder.name!r}: this handle is detached; "
+                             f"esnb.attach({str(self.folder)!r}) again")
+        reply = self.client.sync(getattr(self.client.scheduler, HANDLER), action=action,
+                                 **kwargs)
+        if reply.get("error"):
+            kind = {"TypeError": TypeError, "RuntimeError": RuntimeError}.get(
+                reply.get("kind"), ValueError)
+            raise kind(reply["error"])
+        if "running" in reply:  # a state: kept for the widgets' many reads of it
+            self._state = (time.monotonic(), reply)
+        return reply
+
+    def _status(self) -> dict[str, Any]:
+        """The run's state, iteration, wall time, controls version: asked again after
+        :data:`STATUS_AGE` seconds (a panel reads them several times a refresh)."""
+        at, status = self._state
+        if time.monotonic() - at > STATUS_AGE:
+            status = self._call("state")
+        return status
+
+    # -- what a runner shows ----------------------------------------------------------------
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """History rows as dicts, fetched since the last read (the run folder's once it
+        ended)."""
+        if self.serving():
+            self._records += self._call("history", since=len(self._records))["rows"]
+        else:
+            self._records = self._from_folder("history.csv", self._records)
+        return list(self._records)
+
+    @property
+    def history(self) -> pd.DataFrame:
+        return pd.DataFrame(self.records)
+
+    @property
+    def changes(self) -> pd.DataFrame:
+        """Every control change the run applied, with its iteration and ``origin``."""
+        if self.serving():
+            self._changes += self._call("changes", since=len(self._changes))["rows"]
+        else:
+            self._changes = self._from_folder("changes.csv", self._changes)
+        cols = [self.iteration_column, "wall_time", "env_steps", "name", "old", "new", "version",
+                "origin"]
+        return pd.DataFrame(self._changes, columns=cols)
+
+    def _from_folder(self, file: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        path = self.folder / file
+        try:
+            return pd.read_csv(path).to_dict("records") if path.stat().st_size else rows
+        except (OSError, pd.errors.EmptyDataError):
+            return rows
+
+    @property
+    def state(self) -> str:
+        """The run's state (``running``, ``paused``, ``stopped``, ``finished``, ``failed``),
+        ``ended`` once its process has written its folder, ``detached`` after
+        :meth:`detach`."""
+        if not self.serving():
+            return "ended"
+        return self._status()["state"] if self.attached else "detached"
+
+    @property
+    def iteration(self) -> int:
+        if self.serving():
+            return int(self._status()["iteration"])
+        records = self.records
+        return int(records[-1][self.iteration_column]) if records else 0
+
+    @property
+    def wall_time(self) -> float:
+        return float(self._status()["wall_time"]) if self.serving() else 0.0
+
+    @property
+    def running(self) -> bool:
+        return self.serving() and bool(self._status()["running"])
+
+    @property
+    def error(self) -> RuntimeError | None:
+        """Why the run failed (its text), while it is failed."""
+        failure = self._status().get("failure") if self.serving() else None
+        return RuntimeError(failure) if failure else None
+
+    def plot(self):
+        """The figure of the run's history so far (bokeh), the run's own panels."""
+        from esnb.figures import plot
+
+        return plot(self)
+
+    # -- what a runner does -------------------------------------------------------------------
+    def stop(self) -> None:
+        """End the run after its current iteration; it writes its folder as usual."""
+        self._call("stop")
+
+    def pause(self) -> None:
+        """Hold the run after its current iteration."""
+        self._call("pause")
+
+    def resume(self) -> None:
+        self._call("resume")
+
+    def step(self, n: int = 1, block: bool = False) -> AttachedRun:
+        """``n`` iterations of the paused run (``block``: wait until they are done)."""
+        target = self.iteration + int(n)
+        self._call("step", n=int(n))
+        while block and self.serving() and self.iteration < target:
+            time.sleep(0.2)
+        return self
+
+    def start(self, **budget) -> AttachedRun:
+        """An attached run was started by its own process; it cannot start again here."""
+        raise RuntimeError(f"run {self.name!r} is started by its own process (esnb.launch, "
+                           f"esnb train --serve); resume() a paused one")
+
+    def acting_policy(self):
+        """The policy lives in the run's process: said as a local runner says it has none."""
+        raise ValueError(f"run {self.name!r} is attached: its policy is in its own process "
+                         f"(esnb play {self.folder} once it has ended)")
+
+    def wait(self, timeout: float | None = None, poll: float = 0.5) -> AttachedRun:
+        """Block until the run has ended and written its folder (``summary.json``).
+
+        Raises
+        ------
+        TimeoutError
+            Still running after ``timeout`` seconds.
+        RuntimeError
+            The run's process ended without its summary (the line says why, from its log).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.serving():
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"run {self.name!r} still running after {timeout} s")
+            time.sleep(poll)
+        self.detach()  # its scheduler is gone: no client left retrying it
+        if self.process is not None:
+            self.process.wait()  # esnb.launch's child: reaped, no zombie left
+        if not (self.folder / "summary.json").exists():
+            raise RuntimeError(f"run {self.name!r} ended without writing its folder: "
+                               f"{last_line(self.folder / 'run.log')}")
+        self.records  # noqa: B018 - the run folder's complete history, kept
+        return self
+
+    def detach(self) -> None:
+        """Close this kernel's connection; the run goes on."""
+        if self.attached:
+            self.attached = False
+            self.client.close(timeout=5)
+
+    def __enter__(self) -> AttachedRun:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.detach()
+
+    def __repr__(self) -> str:
+        return f"<AttachedRun {self.name!r} ({self.title}) state={self.state} pid={self.pid}>"
+
+
+def last_line(log: Path) -> str:
+    """The last line of a run's log that says something (an error line), else where it is."""
+    try:
+        lines = [x.strip() for x in log.read_text(errors="replace").splitlines() if x.strip()]
+    except OSError:
+        return f"no log at {log}"
+    return f"{lines[-1]} (log: {log})" if lines else f"its log {log} is empty"

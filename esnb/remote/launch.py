@@ -1,0 +1,150 @@
+"""``esnb.launch``: a run in a process of its own, checked first, attached as soon as it serves.
+
+The run is ``python -m esnb.cli train <algorithm> --serve ...`` started in a new session
+(``start_new_session``): a kernel's restart, interrupt or death does not reach it, nor its
+workers. Its settings are checked here first by the same code as ``esnb train`` (the command's
+own parser, :func:`esnb.cli.run.plan_run`), so a bad value is one line before any process
+starts; its output goes to ``run.log`` in its run folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from esnb.remote.attach import AttachedRun, alive, attach, last_line, serving_info
+
+
+class _Parser(argparse.ArgumentParser):
+    """``esnb train <algorithm>``'s flags; a bad one raises (a kernel must not exit)."""
+
+    def error(self, message: str):
+        raise ValueError(message)
+
+
+def _command(algorithm: str, workers: int, address: str | None, name: str | None,
+             out: str | None, preset: str, final_eval: int, checkpoint_every: float,
+             budget_and_settings: dict[str, Any]):
+    """The algorithm, the ``esnb train`` arguments and their parsed namespace."""
+    from esnb.cli import common
+    from esnb.cli import train as trainer
+    from esnb.runners.registry import algorithms
+
+    algos = algorithms()
+    if algorithm not in algos:
+        raise ValueError(f"unknown algorithm {algorithm!r}; known: {', '.join(algos)}")
+    algo = algos[algorithm]
+    flags = {key: flag for flag, (key, _) in algo.budgets.items()}
+    flags.update({flag.replace("-", "_"): flag for flag in algo.budgets})  # or its flag's name
+    argv = ["--serve", "--no-progress", "--workers", str(workers), "--preset", preset,
+            "--final-eval", str(final_eval), "--checkpoint-every", str(checkpoint_every)]
+    for key, value in (("--address", address), ("--name", name), ("--out", out)):
+        if value is not None:
+            argv += [key, str(value)]
+    settings = {}
+    for key, value in budget_and_settings.items():
+        if key in flags:
+            argv += ["--" + flags[key], str(value)]
+        else:
+            settings[key] = value
+    try:
+        text = json.dumps(settings)
+    except TypeError as exc:
+        raise ValueError(f"settings must be plain values (numbers, strings, lists, dicts): "
+                         f"{exc}") from None
+    argv += ["--settings", text]
+    parser = _Parser(prog=f"esnb train {algorithm}")
+    common.add_run_arguments(parser)
+    trainer.add_arguments(algo, parser)
+    return algo, argv, parser.parse_args(argv)
+
+
+def launch(algorithm: str, env: str | None = None, workers: int = 2,
+           address: str | None = None, name: str | None = None, out: str | None = None,
+           preset: str = "laptop", final_eval: int = 10, checkpoint_every: float = 60.0,
+           timeout: float = 300.0, origin: str | None = None,
+           **budget_and_settings: Any) -> AttachedRun:
+    """Start a run in its own process and attach to it (see :mod:`esnb.remote`).
+
+    Parameters
+    ----------
+    algorithm : str
+        As ``esnb train`` names it: ``es``, ``aesrl``, ``apex``, ...
+    env : str, optional
+        The environment (else the preset's).
+    workers : int
+        Worker processes of the run's LocalCluster.
+    address : str, optional
+        Not yet: a served run needs its own LocalCluster (the error says so).
+    name, out : str, optional
+        The run's name (default: algorithm and time) and folder (default ``runs/<name>``).
+    preset : str
+        The settings' preset.
+    final_eval, checkpoint_every
+        As ``esnb train``'s ``--final-eval`` and ``--checkpoint-every``.
+    timeout : float
+        Seconds to wait for the run to serve (a safety net; it is usually seconds).
+    origin : str, optional
+        How this kernel's control changes are recorded (see :func:`~esnb.remote.attach`).
+    **budget_and_settings
+        Budgets as ``runner.start()`` takes them (``generations=``, ``env_steps=``, ...);
+        everything else is a setting, checked as ``esnb train`` checks it.
+
+    Returns
+    -------
+    AttachedRun
+        Its ``process`` is the run's :class:`subprocess.Popen`.
+
+    Raises
+    ------
+    ValueError
+        A bad setting or budget (nothing started), or the run's process ended before serving
+        (the line is its log's last).
+    """
+    from esnb.cli import run as runs
+    from esnb.cli import train as trainer
+
+    if env is not None:
+        budget_and_settings["env"] = env
+    algo, argv, args = _command(algorithm, workers, address, name, out, preset, final_eval,
+                                checkpoint_every, budget_and_settings)
+    cls, values = trainer.runner_and_settings(algo, args)
+    plan = runs.plan_run(cls, values, args)  # every check of esnb train; the folder made
+    if name is None:
+        argv += ["--name", plan.name]
+    if out is None:
+        argv += ["--out", str(plan.folder)]
+    log_path = plan.folder / "run.log"
+    env_vars = dict(os.environ)
+    # the child imports the esnb this kernel imported, wherever that is
+    root = str(Path(__file__).resolve().parents[2])
+    env_vars["PYTHONPATH"] = os.pathsep.join(
+        [root, *filter(None, [env_vars.get("PYTHONPATH")])])
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "esnb.cli", "train", algorithm, *argv],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env_vars,
+            start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while True:
+        info = serving_info(plan.folder)
+        if info is not None and int(info["pid"]) == process.pid:
+            break
+        code = process.poll()
+        if code is not None or not alive(process.pid):
+            raise ValueError(f"the {algo.name} run {plan.name!r} ended (exit {code}) before "
+                             f"it could be attached: {last_line(log_path)}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the {algo.name} run {plan.name!r} (pid {process.pid}) does "
+                               f"not serve after {timeout} s: see {log_path}; attach later "
+                               f"with esnb.attach({plan.name!r})")
+        time.sleep(0.2)
+    handle = attach(plan.folder, origin=origin)
+    handle.process = process
+    return handle

@@ -1,0 +1,184 @@
+"""A run others can attach to: one handler on its own scheduler, ``attach.json`` in its folder.
+
+The run's LocalCluster runs its scheduler in the run's own process, so a handler added to that
+scheduler (``scheduler.handlers["esnb_run"]``) reaches the runner object itself: an attached
+kernel's ``await client.scheduler.esnb_run(action=...)`` reads its history or sets its controls
+through the same ``controls`` a widget of the run's own kernel would. Handlers run on the
+scheduler's event loop, so each op is quick: a slice of a list, a validated ``set``.
+
+Access: the cluster listens on 127.0.0.1 only and speaks TLS with a certificate made for this
+run (:meth:`distributed.security.Security.temporary`); its PEM files are written into
+``<run folder>/attach/`` (mode 0600, folders 0700), so only the user who started the run can
+read them, and a client without them is refused by the TLS handshake.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from esnb.record import history_to_json
+
+#: the file a serving run writes into its folder (deleted once the run has written its folder)
+ATTACH_FILE = "attach.json"
+#: the folder of the run's TLS credentials, inside the run folder
+CREDENTIALS = "attach"
+#: the one handler added to the scheduler
+HANDLER = "esnb_run"
+#: longest origin an attached kernel may give (it is written into changes.csv)
+MAX_ORIGIN = 120
+
+
+def credentials():
+    """A :class:`~distributed.security.Security` with a certificate made for one run."""
+    from esnb.cluster import make_security
+
+    try:
+        return make_security("temporary")
+    except ImportError:
+        raise ValueError("--serve needs the cryptography package (TLS certificates made for "
+                         "the run): pip install 'esnb[remote]'") from None
+
+
+def _write_private(path: Path, text: str) -> None:
+    """``text`` into ``path``, created readable by this user only (never briefly wider)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o600)  # an older file of the same name kept its mode through O_TRUNC
+
+
+def _controls_schema(controls) -> list[dict[str, Any]]:
+    """The controls' declarations as plain data (their ``check`` functions stay here)."""
+    return [{k: v for k, v in asdict(c).items() if k != "check"} for c in controls.schema]
+
+
+class Serving:
+    """The run ``runner`` reachable through ``client``'s scheduler (see the module's text).
+
+    Parameters
+    ----------
+    runner : Runner
+    client : distributed.Client
+        The client of the run's own LocalCluster (its scheduler runs in this process).
+    folder : path
+        The run folder: ``attach.json`` and the credentials go there.
+    security : distributed.security.Security
+        The cluster's (from :func:`credentials`).
+    """
+
+    def __init__(self, runner, client, folder, security):
+        self.runner, self.folder = runner, Path(folder)
+        self.dashboard = getattr(client, "dashboard_link", None)
+        self.scheduler = client.cluster.scheduler
+        self.address = self.scheduler.address
+        os.chmod(self.folder, 0o700)
+        creds = self.folder / CREDENTIALS
+        creds.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(creds, 0o700)
+        # Security.temporary(): one self-signed certificate is the CA and every party's
+        # certificate, and the key signs for all of them
+        _write_private(creds / "cert.pem", security.tls_ca_file)
+        _write_private(creds / "key.pem", security.tls_client_key)
+        self.scheduler.handlers[HANDLER] = self.handle
+        self.info = {"name": runner.name, "algorithm": runner.algorithm, "title": runner.title,
+                     "iteration_column": runner.iteration_column, "address": self.address,
+                     "pid": os.getpid(), "host": socket.gethostname(), "started": time.time(),
+                     "ca": f"{CREDENTIALS}/cert.pem", "cert": f"{CREDENTIALS}/cert.pem",
+                     "key": f"{CREDENTIALS}/key.pem"}
+        tmp = self.folder / f".{ATTACH_FILE}.{os.getpid()}"
+        _write_private(tmp, json.dumps(self.info, indent=1))
+        os.replace(tmp, self.folder / ATTACH_FILE)  # readers never see half a file
+
+    def close(self) -> None:
+        """No longer attachable: the file and the credentials go, the handler too."""
+        self.scheduler.handlers.pop(HANDLER, None)
+        for path in (self.folder / ATTACH_FILE, self.folder / CREDENTIALS / "cert.pem",
+                     self.folder / CREDENTIALS / "key.pem"):
+            path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            (self.folder / CREDENTIALS).rmdir()
+
+    # -- the handler (on the scheduler's event loop: every op is quick) ------------------------
+    def handle(self, action: str, **kwargs) -> dict[str, Any]:
+        """One op (``action``: dask's messages keep ``op`` for the handler's name) of an
+        attached kernel. An error it should see (a bad control value) is
+        returned as ``{"error": text}``: the kernel raises it as the ValueError it was here."""
+        fn = getattr(self, f"op_{action}", None)
+        if fn is None:
+            return {"error": f"unknown op {action!r} of {HANDLER}"}
+        try:
+            return fn(**kwargs)
+        except (ValueError, TypeError, RuntimeError) as exc:
+            return {"error": str(exc), "kind": type(exc).__name__}
+
+    def op_describe(self) -> dict[str, Any]:
+        from esnb.runners.plotspec import panels_for
+
+        runner = self.runner
+        return {**self.info, **self.op_state(), "controls": runner.controls.as_dict(),
+                "schema": _controls_schema(runner.controls),
+                "plot_panels": [asdict(p) for p in panels_for(runner)],
+                "dashboard": self.dashboard}
+
+    def op_state(self) -> dict[str, Any]:
+        runner = self.runner
+        error = runner.error
+        return {"state": runner.state, "iteration": runner.iteration,
+                "wall_time": runner.wall_time, "running": runner.running,
+                "version": runner.controls.version,
+                "failure": None if error is None else f"{type(error).__name__}: {error}"}
+
+    def op_history(self, since: int = 0) -> dict[str, Any]:
+        return {"rows": history_to_json(self.runner._records[int(since):])}
+
+    def op_changes(self, since: int = 0) -> dict[str, Any]:
+        return {"rows": history_to_json(self.runner._change_log[int(since):])}
+
+    def op_controls(self) -> dict[str, Any]:
+        return {"values": self.runner.controls.as_dict(),
+                "version": self.runner.controls.version}
+
+    def op_set(self, values: dict[str, Any], origin: str) -> dict[str, Any]:
+        """The run's own validation: a bad value is the error a local ``set`` raises."""
+        if not isinstance(values, dict):
+            raise TypeError(f"values must be a dict of control values, got {values!r}")
+        version = self.runner.controls.apply(values, origin=str(origin)[:MAX_ORIGIN])
+        return {"version": version}
+
+    def op_stop(self) -> dict[str, Any]:
+        self.runner.stop()
+        return self.op_state()
+
+    def op_pause(self) -> dict[str, Any]:
+        self.runner.pause()
+        return self.op_state()
+
+    def op_resume(self) -> dict[str, Any]:
+        self.runner.resume()
+        return self.op_state()
+
+    def op_step(self, n: int = 1) -> dict[str, Any]:
+        """``n`` iterations of a paused run (never waits: the run's thread does them)."""
+        self.runner.step(int(n), block=False)
+        return self.op_state()
+
+
+@contextlib.contextmanager
+def serving(runner, executor, folder, security):
+    """:class:`Serving` for the block (nothing when ``security`` is None: not asked to
+    serve)."""
+    if security is None:
+        yield None
+        return
+    served = Serving(runner, executor.client, folder, security)
+    try:
+        yield served
+    finally:
+        served.close()

@@ -1,0 +1,251 @@
+"""Runs that outlive the notebook (:mod:`esnb.remote`): ``esnb.launch`` starts ``esnb train
+--serve`` in a process of its own, kernels attach to it (``esnb.attach``), read its history,
+set its controls through the run's own validation (recorded with their origin) and stop it; a
+connection without the run's credentials is refused; killing the launching kernel leaves the
+run going. Real processes, a real LocalCluster each; budgets in generations (the runs are
+stopped by the tests), timeouts only as a safety net."""
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import esnb
+from esnb.cli import main
+from esnb.controls import Controls
+from esnb.remote.attach import alive, connect, serving_info
+from esnb.runners.es import ESConfig
+from esnb.ui import dashboard
+
+ROOT = Path(__file__).resolve().parents[1]
+#: small and quick; a budget far beyond what the tests run: they stop the run
+RUN = dict(env="CartPole-v1", workers=1, population=8, noise_size=200_000,
+           max_episode_steps=100, eval_interval=0, final_eval=1, generations=100_000)
+SAFETY = 120.0  # seconds: a safety net only, never what a test measures
+
+
+def until(what, check, timeout=SAFETY):
+    """Poll ``check()`` until true (a safety-net timeout, not a measurement)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not {what} after {timeout} s")
+        time.sleep(0.3)
+
+
+@pytest.fixture
+def in_tmp(tmp_path, monkeypatch):
+    """Run folders under tmp_path/runs; every run started here is ended after the test."""
+    monkeypatch.chdir(tmp_path)
+    yield tmp_path
+    for info_file in (tmp_path / "runs").glob("*/attach.json"):
+        pid = json.loads(info_file.read_text())["pid"]
+        if alive(pid):  # a failed test's run: this test started it
+            os.killpg(pid, signal.SIGKILL)
+
+
+def local_error(**values) -> str:
+    """The error a local runner's controls raise for ``values``."""
+    with pytest.raises(ValueError) as err:
+        ESConfig.build(env="CartPole-v1").controls().set(**values)
+    return str(err.value)
+
+
+@pytest.mark.slow
+def test_launch_attach_steer_from_two_kernels_and_stop(in_tmp, capsys):
+    a = esnb.launch("es", name="run-a", origin="kernel-a", **RUN)
+    assert a.process is not None and a.name == "run-a"
+    folder = in_tmp / "runs" / "run-a"
+    listed = esnb.runs()
+    assert listed.name.tolist() == ["run-a"] and listed.pid.tolist() == [a.process.pid]
+    assert main(["runs"]) == 0
+    assert capsys.readouterr().out.startswith(f"run-a  ES  pid {a.process.pid}  since ")
+    # only this user reads the run's credentials
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    for f in ("attach.json", "attach/cert.pem", "attach/key.pem"):
+        assert stat.S_IMODE((folder / f).stat().st_mode) == 0o600, f
+    assert serving_info(folder)["address"].startswith("tls://127.0.0.1:")
+
+    with pytest.raises(ValueError, match=r"^run 'run-a' is running in runs/run-a \(pid \d+\): "
+                                         r"attach to it"):
+        esnb.launch("es", name="run-a", **RUN)  # a second run into its folder: refused
+    b = esnb.attach("run-a", origin="kernel-b")
+    until("3 generations", lambda: b.iteration >= 3)
+    figure = b.plot()  # the run's own panels, drawn from the fetched history
+    assert len(b.plot_panels) >= 2 and len(figure.children) == len(b.plot_panels)
+    first = len(b.history)
+    until("more rows", lambda: len(b.history) > first)
+    rows = b.history  # read once: the run goes on between two reads
+    assert rows.generation.tolist() == list(range(1, len(rows) + 1))
+
+    # a bad value: the local runner's error, nothing changed
+    before, version = a.controls.as_dict(), a.controls.version
+    for bad in ({"sigma": -1}, {"sigmaa": 0.1}, {"noise_size": 10}, {"population": 7}):
+        with pytest.raises(ValueError) as err:
+            a.controls.set(**bad)
+        assert str(err.value) == local_error(**bad)
+    assert a.controls.as_dict() == before and a.controls.version == version
+
+    assert a.controls.set(sigma=0.05) == version + 1
+    assert b.controls["sigma"] == 0.05
+    # kernel b steers through the notebook's panel: its widgets, the run's controls
+    board = dashboard(b)
+    panel = board.panel
+    panel._refresh()
+    assert panel.status.value.startswith("<b>running</b>")
+    assert panel.fields["sigma"].value == 0.05  # kernel a's change, shown in b's panel
+    panel.buttons["pause"].click()
+    until("paused", lambda: b.state == "paused")
+    held = b.iteration
+    panel.fields["lr"].value = 0.02
+    assert panel.message_text == "✓ lr = 0.02 from the next generation (after resume)"
+    panel.buttons["step"].click()
+    until("one step", lambda: b.iteration == held + 1)
+    assert b.state == "paused"
+    panel.buttons["resume"].click()
+    until("both changes applied", lambda: len(a.changes) == 2)
+    drawn = board.plot.wait_drawn(timeout=SAFETY).rows_drawn  # the live plot: the run's rows
+    assert drawn >= held + 1
+    until("the change marked", lambda: any("lr" in t for t in board.plot.marker_texts()))
+    assert board.record.disabled and "attached" in board.record.tooltip
+    board.close()
+    for handle in (a, b):  # each kernel sees the other's change, with its origin
+        seen = handle.changes
+        assert seen[["name", "new", "origin"]].values.tolist() == [
+            ["sigma", 0.05, "kernel-a"], ["lr", 0.02, "kernel-b"]]
+    # the history row that used them says so
+    used = int(a.changes.generation.iloc[-1])
+    assert a.history.set_index("generation").controls_version[used] == version + 2
+
+    # no credentials, or another run's: refused, one line
+    address = serving_info(folder)["address"]
+    from distributed.security import Security
+
+    for target, security in ((address, None), (address.replace("tls://", "tcp://"), None),
+                             (address, Security.temporary())):
+        with pytest.raises(ValueError, match="only the user who started it can attach"):
+            connect(target, security, "run-a", timeout=5)
+
+    b.detach()
+    with pytest.raises(ValueError, match="detached"):
+        b.controls.set(sigma=0.03)
+    a.stop()
+    a.wait(timeout=SAFETY)
+    assert a.state == "ended" and a.process.returncode == 0
+    assert not (folder / "attach.json").exists() and not (folder / "attach").exists()
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["final_eval_episodes"] == 1
+    changes = pd.read_csv(folder / "changes.csv")
+    assert changes.origin.tolist() == ["kernel-a", "kernel-b"]
+    assert len(a.history) == len(pd.read_csv(folder / "history.csv"))
+    with pytest.raises(ValueError, match=r"'run-a' has ended \(its checkpoint: "
+                                         r"runs/run-a/checkpoint.npz\)"):
+        esnb.attach("run-a")
+    with pytest.raises(ValueError, match=r"no run 'run-b' in runs/; runs to attach there: "
+                                         r"none$"):
+        esnb.attach("run-b")
+    assert esnb.runs().empty
+    assert main(["runs"]) == 0
+    assert capsys.readouterr().out == ("no run to attach in runs/ (esnb train <algorithm> "
+                                       "--serve starts one)\n")
+
+
+KERNEL = """
+import esnb
+run = esnb.launch("es", name="orphan", **{run})
+print(run.process.pid, flush=True)
+import time
+time.sleep(600)  # a kernel that lives on until killed
+"""
+
+
+@pytest.mark.slow
+def test_killing_the_launching_kernel_leaves_the_run_going(in_tmp):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    kernel = subprocess.Popen([sys.executable, "-c", KERNEL.format(run=RUN)], cwd=in_tmp,
+                              env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(kernel.stdout.readline())
+    finally:
+        kernel.kill()  # SIGKILL: nothing of the kernel runs after it
+        kernel.wait()
+    assert kernel.returncode == -signal.SIGKILL
+
+    run = esnb.attach("orphan", origin="new kernel")
+    assert run.pid == pid and alive(pid)
+    now = run.iteration
+    until("the run going on", lambda: run.iteration >= now + 2)
+    run.controls.set(sigma=0.04)
+    until("the change applied", lambda: len(run.changes) == 1)
+    assert run.changes[["name", "new", "origin"]].values.tolist() == [
+        ["sigma", 0.04, "new kernel"]]
+    run.stop()
+    run.wait(timeout=SAFETY)
+    folder = in_tmp / "runs" / "orphan"
+    assert (folder / "checkpoint.npz").exists() and (folder / "summary.json").exists()
+    assert pd.read_csv(folder / "changes.csv").origin.tolist() == ["new kernel"]
+
+
+@pytest.mark.slow
+def test_a_killed_run_is_said_ended_with_its_checkpoint(in_tmp):
+    run = esnb.launch("es", name="killed", checkpoint_every=0, **RUN)
+    until("a checkpoint written", lambda: (in_tmp / "runs/killed/checkpoint.npz").exists())
+    run.detach()
+    os.killpg(run.pid, signal.SIGKILL)  # the run and its workers, where they stood
+    run.process.wait()
+    assert (in_tmp / "runs/killed/attach.json").exists()  # left behind: its process is gone
+    assert esnb.runs().empty
+    with pytest.raises(ValueError, match=r"^run 'killed' has ended \(its checkpoint: "
+                                         r"runs/killed/checkpoint.npz\); nothing to attach"):
+        esnb.attach("killed")
+    assert run.state == "ended"
+
+
+def test_launch_checks_everything_before_a_process_starts(in_tmp):
+    with pytest.raises(ValueError, match=r"^sigma must be a number in \(0, 10\], got -1"):
+        esnb.launch("es", env="CartPole-v1", sigma=-1, generations=5)
+    with pytest.raises(ValueError, match="unknown algorithm 'ess'; known: aesrl, apex"):
+        esnb.launch("ess", generations=5)
+    with pytest.raises(ValueError, match="--serve needs esnb's own LocalCluster"):
+        esnb.launch("es", env="CartPole-v1", address="tcp://127.0.0.1:8786", generations=5)
+    with pytest.raises(ValueError, match="--generations"):
+        esnb.launch("es", env="CartPole-v1", generations=-5)
+    with pytest.raises(ValueError, match="settings must be plain values"):
+        esnb.launch("es", env="CartPole-v1", sigma=object(), generations=5)
+    assert not (in_tmp / "runs").exists()  # nothing made, nothing started
+    assert esnb.runs().empty
+
+
+def test_a_run_that_ends_before_serving_says_why(in_tmp, monkeypatch):
+    # read by the run's process only (this one loaded dask's config already): it exits at once
+    monkeypatch.setenv("DASK_ESNB__CLUSTER__TYPE", "nowhere")
+    said = (r"^the es run 'early' ended \(exit 2\) before it could be attached: "
+            r"esnb: error: esnb.cluster.type .* got 'nowhere' \(log: runs/early/run.log\)$")
+    with pytest.raises(ValueError, match=said):
+        esnb.launch("es", env="CartPole-v1", name="early", generations=5)
+    assert (in_tmp / "runs" / "early" / "run.log").exists()
+
+
+def test_serve_refuses_a_run_without_its_own_cluster(capsys, in_tmp):
+    assert main(["train", "es", "--env", "CartPole-v1", "--serve", "--workers", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("esnb: error: --serve needs esnb's own LocalCluster") and \
+        "\n" not in err
+    for text in ("[1]", "{sigma: 1}"):
+        assert main(["train", "es", "--env", "CartPole-v1", "--workers", "0",
+                     "--settings", text]) == 2
+        assert "esnb: error: --settings must be a JSON object" in capsys.readouterr().err
+
+
+def test_a_change_records_who_made_it():
+    c = Controls(ESConfig.build(env="CartPole-v1").controls().schema)
+    c.set(sigma=0.05)
+    c.apply({"lr": 0.02}, origin="kernel-b")
+    assert [(ch.name, ch.origin) for ch in c.changes] == [("sigma", "local"), ("lr", "kernel-b")]
