@@ -18,7 +18,11 @@ driven by Playwright, opens ``tutorials/04_live_control.ipynb`` (a copy) and
    value was recorded and took effect at the first generation of the continued run;
 6. saves the notebook and reloads the page, as after a lost connection: the dashboard comes
    back from the kernel, and the plot (rebuilt from scratch in the page) holds every
-   generation and the markers again.
+   generation and the markers again;
+7. types a cell that starts a run with ``esnb.launch``, restarts the kernel from the Kernel
+   menu (the run's process lives on), attaches from the new kernel with ``esnb.attach`` and
+   ``esnb.dashboard``, drags that panel's sigma slider, and checks that the run recorded the
+   change with the new kernel as its origin; then stops the run.
 
 Throughout, the page must log no console error (nor BokehJS's "could not set initial ranges")
 and request nothing from another host (BokehJS comes from the installed bokeh, inline: no CDN).
@@ -82,6 +86,25 @@ CHECK_CELL = (
     '"changes": [[int(g), n, o, v] for g, n, o, v in '
     'zip(c.generation, c.name, c.old, c.new)], "sigma": [[int(g), float(s)] for g, s in '
     'zip(h.generation, h.sigma)]}, default=str))'
+)
+
+
+# step 7: a run launched from the notebook, the kernel restarted, the run attached again
+OUTLIVES = "browser-outlives"
+LAUNCH_CELL = (
+    f'import esnb; launched = esnb.launch("es", env="CartPole-v1", workers=1, name="{OUTLIVES}", '
+    'generations=100_000, population=8, noise_size=1_000_000); '
+    'print("ESNB-LAUNCHED", launched.name, launched.pid)'
+)
+ATTACH_CELL = (
+    f'import esnb; run = esnb.attach("{OUTLIVES}"); remote_board = esnb.dashboard(run); '
+    'remote_board'
+)
+RECORD_CELL = (
+    'import json, os; c = run.changes; print("ESNB-ATTACHED " + json.dumps({"kernel": os.getpid(), '
+    '"changes": [[int(g), n, str(v), o] for g, n, v, o in zip(c.generation, c.name, c.new, '
+    'c.origin)], "iteration": run.iteration})); run.stop(); run.wait(120); '
+    'print("ESNB-STOPPED", run.state)'
 )
 
 
@@ -398,6 +421,63 @@ def _drive(page, base, cell_indices, output_dir, timings, t0):
     board.locator("canvas").first.wait_for(state="visible")
     _wait_for_every_generation(page, total)
     mark("page reloaded")
+
+    # 7. a run launched from the notebook outlives its kernel: launch, restart the kernel from
+    #    the menu, attach from the new kernel, drag its sigma slider, see the change recorded
+    n = n_cells + 1  # cells in the notebook; each typed cell goes at the end
+    out = _type_cell(page, cells, n, 'import os; print("ESNB-PID", os.getpid())')
+    old_kernel = int(_wait_for_output(page, out, "ESNB-PID", timeout=60)
+                     .split("ESNB-PID", 1)[1].split()[0])
+    out = _type_cell(page, cells, n + 1, LAUNCH_CELL)
+    launched = _wait_for_output(page, out, "ESNB-LAUNCHED", timeout=180)
+    run_pid = int(launched.split("ESNB-LAUNCHED", 1)[1].split()[1])
+    page.locator(".lm-MenuBar-item", has_text="Kernel").first.click()
+    page.locator(".lm-Menu-item[data-command='kernelmenu:restart']:visible").click()
+    page.locator(".jp-Dialog .jp-mod-accept").click()  # "Restart"
+    page.locator("#jp-main-statusbar", has_text="| Idle").wait_for(timeout=120_000)
+    mark("kernel restarted")
+    os.kill(run_pid, 0)  # the run's process is alive after its kernel went
+    out = _type_cell(page, cells, n + 2, ATTACH_CELL)
+    remote = out.locator(".widget-slider",
+                         has=page.locator(".widget-label", has_text=re.compile(r"^sigma$")))
+    remote.wait_for(timeout=60_000)
+    out.locator("canvas").first.wait_for(state="visible")  # the run's live plot, drawn here
+    handle = remote.locator(".noUi-handle")
+    handle.scroll_into_view_if_needed()
+    hb = handle.bounding_box()
+    x, y = hb["x"] + hb["width"] / 2, hb["y"] + hb["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.down()
+    page.mouse.move(x + 12, y, steps=6)
+    page.mouse.up()
+    said = out.locator(".widget-html-content", has_text="sigma =")
+    said.wait_for(timeout=30_000)
+    dragged = float(re.search(r"sigma = ([0-9.eE+-]+)", said.inner_text()).group(1))
+    assert 0.02 < dragged < 0.05, said.inner_text()  # from the launched run's 0.02
+    mark("attached slider moved")
+    out = _type_cell(page, cells, n + 3, RECORD_CELL)
+    text = _wait_for_output(page, out, "ESNB-STOPPED", timeout=180)
+    record = json.loads(text.split("ESNB-ATTACHED", 1)[1].strip().splitlines()[0])
+    assert record["kernel"] != old_kernel  # a new kernel attached
+    sigma = [c for c in record["changes"] if c[1] == "sigma"]
+    assert len(sigma) == 1 and float(sigma[0][2]) == pytest.approx(dragged), record
+    assert sigma[0][3].endswith(f"pid {record['kernel']}"), record  # its origin: that kernel
+    assert "ESNB-STOPPED ended" in text
+    mark("attached run stopped")
+
+
+def _type_cell(page, cells, count: int, source: str):
+    """Append a code cell to a notebook of ``count`` cells, type ``source`` into it and run
+    it; its output area."""
+    cells.nth(count - 1).click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("b")  # insert a code cell below, selected
+    page.wait_for_function(
+        f"document.querySelectorAll('.jp-Notebook .jp-Cell').length === {count + 1}")
+    page.keyboard.press("Enter")  # edit mode
+    page.keyboard.insert_text(source)
+    page.keyboard.press("Control+Enter")  # run it in place: no new cell after the last one
+    return cells.nth(count).locator(".jp-OutputArea")
 
 
 def _wait_for_every_generation(page, generations: int) -> None:

@@ -212,9 +212,15 @@ class AttachedRun:
 
     # -- the transport -------------------------------------------------------------------------
     def serving(self) -> bool:
-        """Whether the run still serves (its ``attach.json`` is there, its process alive)."""
+        """Whether the run still serves (its ``attach.json`` is there, its process alive).
+        Once it does not, this handle closes its client at once: the run waits a moment for
+        its attached kernels to leave before its scheduler goes, so that no client is left
+        reconnecting to it (Dask would log an error in the notebook)."""
         info = serving_info(self.folder)
-        return info is not None and int(info["pid"]) == self.pid
+        alive = info is not None and int(info["pid"]) == self.pid
+        if not alive:
+            self.detach()
+        return alive
 
     def _call(self, action: str, **kwargs) -> dict[str, Any]:
         if not self.serving():

@@ -33,6 +33,9 @@ CREDENTIALS = "attach"
 HANDLER = "esnb_run"
 #: longest origin an attached kernel may give (it is written into changes.csv)
 MAX_ORIGIN = 120
+#: seconds a run that ends waits for its attached kernels to close their clients (they look
+#: at attach.json whenever they are used; a handle's wait() every half second)
+LEAVE_WAIT = 3.0
 
 
 def credentials():
@@ -77,6 +80,7 @@ class Serving:
         self.runner, self.folder = runner, Path(folder)
         self.dashboard = getattr(client, "dashboard_link", None)
         self.scheduler = client.cluster.scheduler
+        self.own_client = client.id
         self.address = self.scheduler.address
         os.chmod(self.folder, 0o700)
         creds = self.folder / CREDENTIALS
@@ -97,13 +101,24 @@ class Serving:
         os.replace(tmp, self.folder / ATTACH_FILE)  # readers never see half a file
 
     def close(self) -> None:
-        """No longer attachable: the file and the credentials go, the handler too."""
+        """No longer attachable: the file and the credentials go, the handler too; then a
+        moment (at most :data:`LEAVE_WAIT` s) for the attached kernels to notice and close their
+        clients before the scheduler goes (a client left connected would log a failed
+        reconnection in its notebook)."""
         self.scheduler.handlers.pop(HANDLER, None)
         for path in (self.folder / ATTACH_FILE, self.folder / CREDENTIALS / "cert.pem",
                      self.folder / CREDENTIALS / "key.pem"):
             path.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             (self.folder / CREDENTIALS).rmdir()
+        deadline = time.monotonic() + LEAVE_WAIT
+        while time.monotonic() < deadline and self._attached():
+            time.sleep(0.1)
+
+    def _attached(self) -> list[str]:
+        """The clients of the scheduler other than the run's own."""
+        return [c for c in list(self.scheduler.clients)
+                if c != self.own_client and c != "fire-and-forget"]
 
     # -- the handler (on the scheduler's event loop: every op is quick) ------------------------
     def handle(self, action: str, **kwargs) -> dict[str, Any]:

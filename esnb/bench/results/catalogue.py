@@ -157,7 +157,7 @@ ENTRIES: tuple[Entry, ...] = (
                           "(Ape-X) show DPG curves on manipulator/humanoid/walker tasks; no "
                           "InvertedPendulum"),
           note="1000 is the most an episode can return."),
-    Entry("impala-cartpole", "impala", "laptop", "CartPole-v1", {"learner_steps": 1_000},
+    Entry("impala-cartpole", "impala", "laptop", "CartPole-v1", {"learner_steps": 2_000},
           "IMPALA",
           peer=Reference("stops at 150", "CartPole-v0 (episodes of 200), ≤ 500,000 env steps",
                          "RLlib tuned example rllib/tuned_examples/impala/cartpole-impala.yaml "
@@ -166,13 +166,14 @@ ENTRIES: tuple[Entry, ...] = (
                           "CartPole"),
           note="The learning rate decays linearly to 0 over the learner-step budget "
                "(lr_schedule linear), so the final parameters are the ones judged."),
-    Entry("impala-cartpole-paper", "impala", "paper", "CartPole-v1", {"learner_steps": 1_000},
+    Entry("impala-cartpole-paper", "impala", "paper", "CartPole-v1", {"env_steps": 1_280_000},
           "IMPALA (paper preset)",
           paper=Reference("—", "DMLab-30 and Atari", "Espeholt et al. 2018 (IMPALA): no "
                           "CartPole"),
           note="The paper preset's Atari settings on CartPole: RMSProp (TF1) lr 4.8e-4, "
                "entropy 2.5e-4, unrolls of 100, rewards clipped to [-1, 1] (a CartPole reward "
-               "is 1: no change)."),
+               "is 1: no change). The budget is the laptop row's env steps (2,000 learner "
+               "steps of 32 x 20 frames); with unrolls of 100 that is 400 learner steps."),
     _aes_small("aesrl", "AES-RL", "12550 ± 187",
                "Not the paper's task or scale: HalfCheetah at 1M steps is ~10 hours of this "
                "machine per seed (esnb bench aes-time: 30,000 steps in 352 s). "
