@@ -465,17 +465,16 @@ class Runner:
 
         self._keeper = CheckpointKeeper(path, every, keep)
 
-    def fork(self, at: int, client=None, name: str | None = None, **changes) -> Runner:
+    def fork(self, at: int, name: str | None = None, **changes) -> Runner:
         """A new run from this run's kept checkpoint nearest before iteration ``at``, with
-        ``changes`` to its live controls; it records this run as its parent (see
-        :mod:`esnb.runners.fork`). ``client``: where it runs (default: this run's executor)."""
+        ``changes`` to its live controls, on this run's executor; it records this run as its
+        parent (see :mod:`esnb.runners.fork`, whose ``fork`` takes another ``client``)."""
         from esnb.runners.fork import fork
 
         if self._keeper is None:
             raise ValueError("this run keeps no checkpoints to fork from: "
                              "keep_checkpoints(path, keep=k) before it runs")
-        return fork(self._keeper.path.parent, at,
-                    client=getattr(self, "executor", None) if client is None else client,
+        return fork(self._keeper.path.parent, at, client=getattr(self, "executor", None),
                     name=name, **changes)
 
     @property
