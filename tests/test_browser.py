@@ -344,14 +344,7 @@ def _drive(page, base, cell_indices, output_dir, timings, t0):
     mark("panel checked")
 
     # 3. drag the sigma slider to the right, as a person would, on the finished run
-    handle = slider.locator(".noUi-handle")
-    handle.scroll_into_view_if_needed()
-    hb = handle.bounding_box()
-    x, y = hb["x"] + hb["width"] / 2, hb["y"] + hb["height"] / 2
-    page.mouse.move(x, y)
-    page.mouse.down()
-    page.mouse.move(x + 12, y, steps=6)
-    page.mouse.up()
+    _drag(page, slider, 12)
     # the kernel accepted it: the panel's message line comes back from Python, rounded
     message = board.locator(".widget-html-content", has_text="sigma =")
     message.wait_for(timeout=30_000)
@@ -442,14 +435,7 @@ def _drive(page, base, cell_indices, output_dir, timings, t0):
                          has=page.locator(".widget-label", has_text=re.compile(r"^sigma$")))
     remote.wait_for(timeout=60_000)
     out.locator("canvas").first.wait_for(state="visible")  # the run's live plot, drawn here
-    handle = remote.locator(".noUi-handle")
-    handle.scroll_into_view_if_needed()
-    hb = handle.bounding_box()
-    x, y = hb["x"] + hb["width"] / 2, hb["y"] + hb["height"] / 2
-    page.mouse.move(x, y)
-    page.mouse.down()
-    page.mouse.move(x + 12, y, steps=6)
-    page.mouse.up()
+    _drag(page, remote, 12)
     said = out.locator(".widget-html-content", has_text="sigma =")
     said.wait_for(timeout=30_000)
     dragged = float(re.search(r"sigma = ([0-9.eE+-]+)", said.inner_text()).group(1))
@@ -464,6 +450,18 @@ def _drive(page, base, cell_indices, output_dir, timings, t0):
     assert sigma[0][3].endswith(f"pid {record['kernel']}"), record  # its origin: that kernel
     assert "ESNB-STOPPED ended" in text
     mark("attached run stopped")
+
+
+def _drag(page, slider, pixels: int) -> None:
+    """Drag ``slider``'s handle ``pixels`` to the right with the mouse, as a person would."""
+    handle = slider.locator(".noUi-handle")
+    handle.scroll_into_view_if_needed()
+    hb = handle.bounding_box()
+    x, y = hb["x"] + hb["width"] / 2, hb["y"] + hb["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.down()
+    page.mouse.move(x + pixels, y, steps=6)
+    page.mouse.up()
 
 
 def _type_cell(page, cells, count: int, source: str):
