@@ -16,7 +16,7 @@ from pathlib import Path
 
 from esnb.bench.results import page
 from esnb.bench.results.catalogue import ENTRIES, entry
-from esnb.bench.results.runs import run_seed, save
+from esnb.bench.results.runs import hardware, run_seed, save
 from esnb.settings import integer
 
 #: seeds per entry (the issue's floor: intervals from fewer are too wide to compare)
@@ -66,7 +66,7 @@ def _run_entries(entries, root: Path, seeds: int, workers: int) -> None:
     client = make_client(workers, dashboard_address=":0", silence_logs=logging.ERROR)
     try:
         for e in entries:
-            load0 = os.getloadavg()[0]
+            load0, machine = os.getloadavg()[0], hardware()  # the commit the runs ran
             rows = []
             for seed in range(seeds):
                 row = run_seed(e, seed, client)
@@ -74,6 +74,6 @@ def _run_entries(entries, root: Path, seeds: int, workers: int) -> None:
                 print(f"{e.key} seed {seed}: final {row['final']:.2f} after "
                       f"{row['env_steps']:,} env steps, {row['wall_s']:.0f} s", flush=True)
             save(root / page.DATA / f"{e.key}.json", e, rows, workers,
-                 (load0, os.getloadavg()[0]))
+                 (load0, os.getloadavg()[0]), machine)
     finally:
         client.close()

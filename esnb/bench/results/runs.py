@@ -125,12 +125,14 @@ def _commit() -> str | None:
 
 
 def save(path: Path, entry: Entry, seeds: list[dict], workers: int,
-         load: tuple[float, float]) -> None:
-    """Write one entry's data (its spec as run, every seed, the hardware)."""
+         load: tuple[float, float], machine: dict[str, Any] | None = None) -> None:
+    """Write one entry's data (its spec as run, every seed, ``machine``: the hardware and
+    commit when it started, default now)."""
     doc = {"key": entry.key, "algorithm": entry.algorithm, "preset": entry.preset,
            "env": entry.env, "budget": entry.budget, "settings": entry.settings,
            "eval_episodes": entry.eval_episodes, "workers": workers,
-           "load_average": [round(x, 2) for x in load], "hardware": hardware(), "seeds": seeds,
+           "load_average": [round(x, 2) for x in load], "hardware": machine or hardware(),
+           "seeds": seeds,
            "interval": interval([s["final"] for s in seeds])}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=1) + "\n")

@@ -44,6 +44,8 @@ def _ticks(lo: float, hi: float, n: int = 4) -> list[float]:
 
 def _label(v: float) -> str:
     a = abs(v)
+    if a < 1e-9 * max(1.0, a):
+        return "0"  # not "-0"
     if a >= 1e6:
         return f"{v / 1e6:g}M"
     if a >= 1e4:
@@ -67,6 +69,7 @@ def panel(x: np.ndarray, mean: np.ndarray, low: np.ndarray, high: np.ndarray, ti
     y1 = float(max(v.max() for v in ys))
     if y1 <= y0:
         y0, y1 = y0 - 1.0, y1 + 1.0
+    y0, y1 = y0 - 0.04 * (y1 - y0), y1 + 0.04 * (y1 - y0)  # no line on the frame
     x1 = x1 if x1 > x0 else x0 + 1.0
     w, h = WIDTH - PAD_L - PAD_R, HEIGHT - PAD_T - PAD_B
 
