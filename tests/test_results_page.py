@@ -99,3 +99,41 @@ def test_bad_entries_get_one_line():
     with pytest.raises(SystemExit) as exc:
         main(["bench", "results", "--only", "nope"])
     assert exc.value.code == 2
+
+
+def test_a_seed_is_a_real_run_judged_on_its_final_parameters(tmp_path):
+    """``run_seed`` trains the entry's runner to its budget, scores the final parameters with
+    a fresh evaluation (the same number for the same seed), and its curve follows the history;
+    an EORL cell scores the paper's last-100 mean. Saved, the run renders a fresh page."""
+    import dataclasses
+
+    from esnb.bench.results.runs import run_seed, save
+    from esnb.runners.eorl.tasks import RunSpec, run_one
+    from esnb.runners.es import ES
+
+    es = dataclasses.replace(catalogue.entry("es-halfcheetah"), env="CartPole-v1",
+                             budget={"generations": 3}, eval_episodes=3,
+                             settings={"population": 8, "sigma": 0.05, "lr": 0.03,
+                                       "noise_size": 200_000, "max_episode_steps": 100,
+                                       "eval_interval": 1})
+    a, b = (run_seed(es, 4, client=False) for _ in range(2))
+    same = ("final", "final_std", "env_steps")  # seeded: the same run (the clock aside)
+    assert [a[k] for k in same] == [b[k] for k in same]
+    assert [(r[0], r[2]) for r in a["curve"]] == [(r[0], r[2]) for r in b["curve"]]
+    direct = ES("CartPole-v1", client=False, seed=4, **es.settings).step(3)
+    assert a["final"] == pytest.approx(direct.evaluate(3).mean())
+    assert a["env_steps"] == int(direct.history.env_steps.iloc[-1])
+    assert [row[0] for row in a["curve"]] == direct.history.env_steps.tolist()
+    assert [row[2] for row in a["curve"]] == pytest.approx(direct.history.eval_return.tolist())
+
+    cell = dataclasses.replace(catalogue.entry("van-bitflip7"), budget={"episodes": 120})
+    row = run_seed(cell, 1, client=False)
+    spec = RunSpec("VAN", "bitflip", (("n_bits", 7), ("subgoal", 0)), episodes=120, seed=1)
+    assert row["final"] == run_one(spec)["last100"]
+    assert len(row["curve"]) == 12 and row["curve"][-1][2] == pytest.approx(row["final"], 1e-4)
+
+    save(tmp_path / page.DATA / "van-bitflip7.json", cell, [row, {**row, "seed": 2}], 1,
+         (0.5, 0.5))
+    out = page.render(tmp_path)
+    assert "[VAN (one DQN)](#van-bitflip7) | laptop | bitflip | 120 episodes" in out[page.PAGE]
+    assert (page.DATA / "van-bitflip7.svg") in out

@@ -91,15 +91,17 @@ def _ref(ref: Reference | None) -> str:
     return "—" if ref is None else f"{ref.value} ({ref.setting})"
 
 
-def _budget(e: Entry) -> str:
-    return ", ".join(f"{v:,.0f} {k.replace('_', ' ')}" for k, v in e.budget.items())
+def _budget(e: Entry, doc: dict | None) -> str:
+    """The budget the saved runs ran (the catalogue's before any run)."""
+    budget = e.budget if doc is None else doc["budget"]
+    return ", ".join(f"{v:,.0f} {k.replace('_', ' ')}" for k, v in budget.items())
 
 
 def _summary_row(e: Entry, doc: dict | None, stats: dict | None) -> str:
     steps = "—" if stats is None else f"{stats['env_steps']:,.0f}"
     wall = "—" if stats is None else f"{stats['wall']:,.0f} s"
-    return (f"| [{e.title}](#{e.key}) | {e.preset} | {e.env} | {_budget(e)} | {steps} | {wall} "
-            f"| {_score(stats)} | {_ref(e.paper)} | {_ref(e.peer)} |")
+    return (f"| [{e.title}](#{e.key}) | {e.preset} | {e.env} | {_budget(e, doc)} | {steps} "
+            f"| {wall} | {_score(stats)} | {_ref(e.paper)} | {_ref(e.peer)} |")
 
 
 def _hardware(runs: dict) -> str:
