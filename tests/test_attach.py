@@ -142,6 +142,12 @@ def test_launch_attach_steer_from_two_kernels_and_stop(in_tmp, capsys):
     assert not (folder / "attach.json").exists() and not (folder / "attach").exists()
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["final_eval_episodes"] == 1
+    # a panel left open on the ended run reads the values it ended with (no error)
+    assert a.controls.as_dict() == summary["controls"] and a.controls["lr"] == 0.02
+    ended = dashboard(a)
+    ended.panel._refresh()
+    assert ended.panel.fields["sigma"].value == 0.05
+    ended.close()
     changes = pd.read_csv(folder / "changes.csv")
     assert changes.origin.tolist() == ["kernel-a", "kernel-b"]
     assert len(a.history) == len(pd.read_csv(folder / "history.csv"))

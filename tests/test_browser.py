@@ -373,15 +373,7 @@ def _drive(page, base, cell_indices, output_dir, timings, t0):
     print(f"screenshot of the dashboard after the run continued: {shot}")
 
     # 5. a cell typed into the notebook prints what the run recorded
-    cells.nth(last_idx).click()
-    page.keyboard.press("Escape")
-    page.keyboard.press("b")  # insert a code cell below, selected
-    page.wait_for_function(
-        f"document.querySelectorAll('.jp-Notebook .jp-Cell').length === {n_cells + 1}")
-    page.keyboard.press("Enter")  # edit mode
-    page.keyboard.insert_text(CHECK_CELL)
-    page.keyboard.press("Shift+Enter")
-    check_out = cells.nth(last_idx + 1).locator(".jp-OutputArea")
+    check_out = _type_cell(page, cells, n_cells, CHECK_CELL, after=last_idx)
     text = _wait_for_output(page, check_out, "ESNB-CHECK", timeout=60)
     mark("history read")
     record = json.loads(text.split("ESNB-CHECK", 1)[1].strip().splitlines()[0])
@@ -464,10 +456,11 @@ def _drag(page, slider, pixels: int) -> None:
     page.mouse.up()
 
 
-def _type_cell(page, cells, count: int, source: str):
-    """Append a code cell to a notebook of ``count`` cells, type ``source`` into it and run
-    it; its output area."""
-    cells.nth(count - 1).click()
+def _type_cell(page, cells, count: int, source: str, after: int | None = None):
+    """In a notebook of ``count`` cells, insert a code cell below cell ``after`` (default: the
+    last), type ``source`` into it and run it; its output area."""
+    after = count - 1 if after is None else after
+    cells.nth(after).click()
     page.keyboard.press("Escape")
     page.keyboard.press("b")  # insert a code cell below, selected
     page.wait_for_function(
@@ -475,7 +468,7 @@ def _type_cell(page, cells, count: int, source: str):
     page.keyboard.press("Enter")  # edit mode
     page.keyboard.insert_text(source)
     page.keyboard.press("Control+Enter")  # run it in place: no new cell after the last one
-    return cells.nth(count).locator(".jp-OutputArea")
+    return cells.nth(after + 1).locator(".jp-OutputArea")
 
 
 def _wait_for_every_generation(page, generations: int) -> None:

@@ -145,6 +145,7 @@ class AttachedControls:
 
     def __init__(self, run: AttachedRun, schema: list[dict[str, Any]]):
         self._run = run
+        self._last: dict[str, Any] = {}  # the values last read from the run
         self._schema = {d["name"]: Control(**{**d, "choices": tuple(d.get("choices", ()))})
                         for d in schema}
 
@@ -159,7 +160,19 @@ class AttachedControls:
         return name in self._schema
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(self._run._call("controls")["values"])
+        """The values in force; once the run has ended, the ones it ended with (its
+        summary.json): a dashboard left open on an ended run still reads them."""
+        if self._run.serving():
+            try:
+                self._last = dict(self._run._call("controls")["values"])
+                return dict(self._last)
+            except ValueError:
+                if self._run.serving():  # detached, or a real error: not the run's end
+                    raise
+        try:
+            return dict(json.loads((self._run.folder / "summary.json").read_text())["controls"])
+        except (OSError, ValueError, KeyError):  # ended without its folder: the last seen
+            return dict(self._last)
 
     def __getitem__(self, name: str) -> Any:
         return self.as_dict()[name]
