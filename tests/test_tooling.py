@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -149,7 +150,10 @@ def test_make_lab_starts_jupyterlab_as_whoever_runs_it(tmp_path):
         while "is running at" not in log.read_text():  # the server says it listens
             assert lab.poll() is None, log.read_text()
             time.sleep(0.2)
-        url = f"http://127.0.0.1:{port}/api/contents?token=t"
+        # the port it listens on: another process may have taken the free one meanwhile, and
+        # Jupyter then moves to the next free port (seen once in a full suite)
+        said = re.search(r"https?://(?:127\.0\.0\.1|localhost):(\d+)/", log.read_text())
+        url = f"http://127.0.0.1:{said.group(1) if said else port}/api/contents?token=t"
         with urllib.request.urlopen(url, timeout=60) as r:
             names = {item["name"] for item in json.loads(r.read())["content"]}
         assert "01_evolution_strategies.ipynb" in names

@@ -176,8 +176,9 @@ ENTRIES: tuple[Entry, ...] = (
                "is 1: no change). The budget is the laptop row's env steps (2,000 learner "
                "steps of 32 x 20 frames); with unrolls of 100 that is 400 learner steps."),
     _aes_small("aesrl", "AES-RL", "12550 ± 187",
-               "Not the paper's task or scale: HalfCheetah at 1M steps is ~10 hours of this "
-               "machine per seed (esnb bench aes-time: 30,000 steps in 352 s). "
+               "Not the paper's task or scale: HalfCheetah at 1M steps would take ~3 hours of "
+               "this machine per seed (extrapolated from esnb bench aes-time: 30,000 steps "
+               "in 352 s). "
                "InvertedPendulum (at most 1000) shows the algorithm learning in minutes. "
                "r = f_b = 170: about 1/6 of the best return, the paper's rule of thumb for "
                "the range (its Table 5 gives values only for its own six tasks). At this "
