@@ -237,9 +237,9 @@ def test_a_worker_that_cannot_map_the_drivers_theta_is_sent_the_state(client, tm
 
         def spoiled(*args):  # the file holds another theta: its checksum cannot match
             path = publish(*args)
-            values = np.load(path)
+            values = np.fromfile(path, dtype="<f4")  # raw float32 (host_theta)
             values[0] += 1
-            np.save(path, values)
+            values.tofile(path)
             return path
 
         gens.host_theta.publish = spoiled

@@ -69,5 +69,43 @@ def test_collect_stale_keeps_what_it_cannot_prove_dead(tmp_path, monkeypatch):
     host = HostTheta("tok")
     path = host.publish(1, np.zeros(4), None, None)
     assert not (tmp_path / names[0]).exists()
-    assert os.path.basename(path) == f"{PREFIX}{os.getpid()}-tok-1.npy"
+    assert os.path.basename(path) == f"{PREFIX}{os.getpid()}-tok-1.f32"
     host.close()
+
+
+def test_workers_map_theta_without_parsing_python(tmp_path, monkeypatch):
+    """Workers read each generation's theta from the driver's file in several threads at once.
+    Reading an ``.npy`` header runs ``ast.literal_eval``, whose AST constructor in CPython 3.11
+    keeps one recursion counter per interpreter: two threads reading at once failed now and then
+    with ``SystemError: AST constructor recursion depth mismatch`` (a CI run's ES task). The file
+    is raw float32, mapped without compiling anything; a file of another size is refused."""
+    import builtins
+    import socket
+
+    from esnb.runners.es.host_theta import read
+    from esnb.runners.es.replica import Update, checksum
+
+    monkeypatch.setenv("ESNB_SHM_DIR", str(tmp_path))
+    rng = np.random.default_rng(3)
+    theta = rng.standard_normal(7).astype(np.float32)
+    mean = rng.standard_normal(2).astype(np.float32)
+    std = rng.random(2).astype(np.float32) + 0.5
+    host = HostTheta("tok")
+    path = host.publish(4, theta, mean, std)
+    update = Update(4, None, (), None, 0.02, checksum(theta, mean, std), path,
+                    socket.gethostname(), header=True)
+
+    def no_compiling(*args, **kwargs):
+        raise AssertionError("theta was read by compiling Python source")
+
+    monkeypatch.setattr(builtins, "compile", no_compiling)
+    got = read(update, dim=7, obs_dim=2, obs_norm=True)
+    monkeypatch.undo()
+    assert got is not None
+    for a, b in zip(got, (theta, mean, std)):
+        assert type(a) is np.ndarray and a.dtype == np.float32
+        np.testing.assert_array_equal(a, b)
+    assert read(update, dim=7, obs_dim=2, obs_norm=False) is None  # 7 != 11 values: a replica
+    assert read(update, dim=6, obs_dim=2, obs_norm=True) is None
+    host.close()
+    assert not os.path.exists(path)

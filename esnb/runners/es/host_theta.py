@@ -35,7 +35,11 @@ from esnb.shm import shared_dir
 
 log = logging.getLogger("esnb.es")
 
-#: a theta file's name: ``esnb-theta-<driver pid>-<run token>-<generation>.npy``
+#: a theta file's name: ``esnb-theta-<driver pid>-<run token>-<generation>.f32``: raw
+#: little-endian float32, no header. Not ``.npy``: reading an ``.npy`` header parses it with
+#: ``ast.literal_eval``, and CPython 3.11's AST constructor keeps its recursion counter per
+#: interpreter, so two worker threads reading theta at once failed now and then with
+#: ``SystemError: AST constructor recursion depth mismatch`` (gh-106905; seen in CI).
 PREFIX = "esnb-theta-"
 
 
@@ -102,11 +106,11 @@ class HostTheta:
         if self.dir is None:
             return None
         parts = [np.asarray(a, dtype=np.float32) for a in (theta, mean, std) if a is not None]
-        path = os.path.join(self.dir, f"{PREFIX}{os.getpid()}-{self.token}-{generation}.npy")
+        path = os.path.join(self.dir, f"{PREFIX}{os.getpid()}-{self.token}-{generation}.f32")
         tmp = f"{path}.{os.getpid()}.tmp"
         try:
             with open(tmp, "wb") as f:
-                np.save(f, np.concatenate(parts))
+                f.write(np.concatenate(parts).astype("<f4", copy=False).tobytes())
             os.replace(tmp, path)  # a reader sees the whole file or none
         except OSError as exc:
             log.warning("cannot share theta in %s (%s): every worker keeps a replica",
@@ -144,11 +148,11 @@ def read(update: Update, dim: int, obs_dim: int, obs_norm: bool):
     try:
         # read-only, shared pages; a plain ndarray view (the np.memmap subclass costs every
         # small matrix product of the policy's forward a subclass round trip)
-        values = np.load(update.shared, mmap_mode="r").view(np.ndarray)
+        want = dim + (2 * obs_dim if obs_norm else 0)
+        if os.path.getsize(update.shared) != 4 * want:
+            return None
+        values = np.memmap(update.shared, dtype="<f4", mode="r", shape=(want,)).view(np.ndarray)
     except (OSError, ValueError):
-        return None
-    want = dim + (2 * obs_dim if obs_norm else 0)
-    if values.shape != (want,):
         return None
     theta = values[:dim]
     mean = values[dim:dim + obs_dim] if obs_norm else None
