@@ -7,7 +7,11 @@ worker, each nanny and the rest (multiprocessing's resource tracker). PSS splits
 (the noise table in ``/dev/shm``, shared libraries) between the processes that map them, so
 the PSS column adds up to what the run costs the machine; USS is what a process alone holds.
 The cold start is ``make_client(n_workers=2)`` + ``ES(env)`` to the first generation done
-(median of ``--cold-starts`` runs). ``--compare DIR`` runs the same measurements, interleaved
+(median of ``--cold-starts`` runs). The start-up is the same from the launch of a fresh
+``python`` (imports included), minus a generation's own time (the second generation's), and
+each round also measures the import floor: a fresh interpreter that imports numpy, gymnasium,
+mujoco and distributed and makes the env; the start-up is printed as a multiple of the floor
+measured in the same round (target <= 2x). ``--compare DIR`` runs the same measurements, interleaved
 one by one, on the esnb in DIR (e.g. ``git worktree add /tmp/before <commit>``) and prints the
 two side by side, with whether both ended on the same theta. Targets (2 workers, HalfCheetah-v5):
 all processes <= 700 MB PSS, each worker <= 120 MB USS, cold start <= 3 s.
@@ -20,6 +24,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 from esnb.bench.flags import add_json, add_settings, given_settings
 from esnb.bench.report import Session
@@ -47,7 +52,14 @@ client = make_client(n, dashboard_address=":0", silence_logs=logging.ERROR)
 es = ES(env, client=client, population=pop, eval_interval=0, seed=0)
 es.step(1)
 t2 = time.perf_counter()
+launched = time.time() - float(os.environ["ESNB_BENCH_LAUNCHED"])
 out = {"imports": t1 - t0, "cold_start": t2 - t1, "esnb": os.path.dirname(esnb.__file__)}
+if mode == "cold":
+    # a generation's own time, measured on the second: the start-up is what the first took
+    # beyond it, from the parent's launch of this interpreter
+    es.step(1)
+    out["generation"] = time.perf_counter() - t2
+    out["start_up"] = launched - out["generation"]
 if mode == "memory":
     import psutil
     if gens > 1:
@@ -79,6 +91,18 @@ client.close()
 print("ESNB-BENCH " + json.dumps(out), flush=True)
 '''
 
+#: the import floor: a fresh interpreter that imports what an ES run cannot do without (numpy,
+#: gymnasium, mujoco, distributed) and makes the env, timed from the parent's launch like the
+#: start-up (same arguments as :data:`CHILD`)
+FLOOR = r'''
+import json, os, sys, time
+import numpy, gymnasium, mujoco, distributed
+env = gymnasium.make(sys.argv[5])
+env.reset(seed=0)
+out = {"floor": time.time() - float(os.environ["ESNB_BENCH_LAUNCHED"])}
+print("ESNB-BENCH " + json.dumps(out), flush=True)
+'''
+
 MB = 1e6
 
 
@@ -106,6 +130,7 @@ def child(mode: str, workers: int, generations: int, population: int, env: str,
         environ["PYTHONPATH"] = os.pathsep.join(
             [tree] + ([environ["PYTHONPATH"]] if environ.get("PYTHONPATH") else []))
     # the child runs from its tree, so "import esnb" finds that tree's package first
+    environ["ESNB_BENCH_LAUNCHED"] = repr(time.time())
     proc = subprocess.run(
         [sys.executable, "-c", source, mode, str(workers), str(generations), str(population),
          env], capture_output=True, text=True, env=environ, cwd=tree or os.getcwd(),
@@ -152,13 +177,30 @@ def measure(env: str = ENV, workers=(2, 4, 8), generations: int = 3,
             crcs[name].add((n, r["theta_crc"]))
             progress(f"{name} {n} workers: total {out[name]['memory'][n]['total_pss']:,.0f} "
                      f"MB PSS")
+    floors = []
+    for name in trees:
+        out[name].update(start_ups=[], generations=[])
     for i in range(cold_starts):
+        # each round: the floor, then every tree, so all of them see the same load
+        floors.append(child("floor", 2, 1, population, env, source=FLOOR)["floor"])
         for name, tree in trees.items():
             r = child("cold", 2, 1, population, env, tree)
             out[name]["cold_starts"].append(r["cold_start"])
-            progress(f"{name} cold start {i + 1}/{cold_starts}: {r['cold_start']:.2f} s")
+            out[name]["start_ups"].append(r["start_up"])
+            out[name]["generations"].append(r["generation"])
+            progress(f"{name} cold start {i + 1}/{cold_starts}: {r['cold_start']:.2f} s; start-up "
+                     f"{r['start_up']:.2f} s = {r['start_up'] / floors[-1]:.2f}x the floor "
+                     f"{floors[-1]:.2f} s (generation {r['generation']:.2f} s, load "
+                     f"{os.getloadavg()[0]:.1f})")
+    out["floors"] = floors
+    out["floor_median"] = statistics.median(floors)
     for name in trees:
-        out[name]["cold_start_median"] = statistics.median(out[name]["cold_starts"])
+        o = out[name]
+        o["cold_start_median"] = statistics.median(o["cold_starts"])
+        o["start_up_median"] = statistics.median(o["start_ups"])
+        # per round (the floor measured beside it), then the median of those ratios
+        o["start_up_over_floor"] = [s / f for s, f in zip(o["start_ups"], floors)]
+        o["start_up_over_floor_median"] = statistics.median(o["start_up_over_floor"])
     if compare is not None:
         out["theta_same_as_compare"] = crcs["this"] == crcs["compare"]
     out["settings"] = {"env": env, "workers": list(workers), "generations": generations,
@@ -207,10 +249,18 @@ def run(args) -> int:
               f"{out[name]['cold_start_median']:.2f} s of "
               f"{', '.join(f'{t:.2f}' for t in out[name]['cold_starts'])}"
               f"; heavy modules on workers: {', '.join(heavy) or 'none'}")
+        print(f"    start-up (fresh python to generation 1 done, minus a generation's own "
+              f"time) median {out[name]['start_up_median']:.2f} s = "
+              f"{out[name]['start_up_over_floor_median']:.2f}x the import floor (per round: "
+              f"{', '.join(f'{r:.2f}' for r in out[name]['start_up_over_floor'])}; "
+              f"target <= 2x)")
         if m2 is not None:
             print(f"    2 workers: all processes {m2['total_pss']:,.0f} MB PSS (target <= 700), "
                   f"worker USS max {m2['worker_uss_max']:,.0f} MB (target <= 120); "
                   f"cold start target <= 3 s")
+    print(f"  import floor (fresh python importing numpy, gymnasium, mujoco, distributed and "
+          f"making the env) median {out['floor_median']:.2f} s of "
+          f"{', '.join(f'{t:.2f}' for t in out['floors'])}")
     if "theta_same_as_compare" in out:
         print(f"  theta bitwise the same as the compared tree's: {out['theta_same_as_compare']}")
     return session.done(args, out, rerun="esnb bench memory")
