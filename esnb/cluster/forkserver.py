@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import multiprocessing.spawn
 import os
+import sys
 import threading
 
 import dask.config
@@ -60,6 +62,10 @@ def wanted() -> bool:
             and bool(config.get("cluster.processes", True))
             and MARK not in os.environ
             and multiprocessing.parent_process() is None
+            # a spawned process unpickling its arguments (a worker a nanny restarts): its
+            # parent_process() is set only after; multiprocessing refuses to start one here
+            and not multiprocessing.spawn.is_forking(sys.argv)
+            and not getattr(multiprocessing.current_process(), "_inheriting", False)
             and threading.current_thread() is threading.main_thread()
             and "forkserver" in multiprocessing.get_all_start_methods())
 
