@@ -16,10 +16,12 @@ import os
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pandas is imported by runner.history, when a run is saved
+    import pandas as pd
 
 log = logging.getLogger("esnb.record")
 

@@ -72,7 +72,12 @@ def test_memory_reports_every_process_and_the_cold_start(tmp_path):
         parts = m["driver_pss"] + m["workers_pss"] + m["other_pss"]
         assert abs(parts - m["total_pss"]) < 1e-6 * m["total_pss"] + 1e-9
     assert len(r["cold_starts"]) == 1 and r["cold_start_median"] > 0
+    # the start-up against the import floor measured in the same round
+    out = json.loads((tmp_path / "r.json").read_text())
+    assert len(out["floors"]) == 1 and out["floor_median"] > 0
+    assert r["start_up_over_floor"] == [r["start_ups"][0] / out["floors"][0]]
     assert "all processes PSS" in p.stdout and "cold start" in p.stdout
+    assert "x the import floor" in p.stdout and "import floor (fresh python" in p.stdout
 
 
 @pytest.mark.slow

@@ -15,6 +15,7 @@ import signal
 import psutil
 import pytest
 from test_survive import saved_iteration, start, wait_for_generation
+from test_survive import worker_processes as workers_under
 
 from esnb.cluster.deaths import ECHO_FILTER, death_line
 
@@ -30,8 +31,7 @@ RUNS = {
 
 def worker_processes(proc) -> list[psutil.Process]:
     """The LocalCluster's worker processes of a CLI run (its nannies live in the driver)."""
-    return [p for p in psutil.Process(proc.pid).children(recursive=True)
-            if "spawn_main" in " ".join(p.cmdline())]
+    return workers_under(proc.pid)
 
 
 @pytest.mark.parametrize("algo, kills", [("es", 1), ("apex", 2)])

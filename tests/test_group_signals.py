@@ -20,7 +20,7 @@ import time
 import pandas as pd
 import psutil
 import pytest
-from test_survive import esnb, saved_iteration, wait_for_generation
+from test_survive import esnb, saved_iteration, wait_for_generation, worker_processes
 
 from esnb.bench.interrupts import RUNS, start
 
@@ -53,8 +53,7 @@ def drained(proc: subprocess.Popen, timeout: float = 60) -> list[psutil.Process]
 
 
 def workers_of(proc: subprocess.Popen) -> list[psutil.Process]:
-    return [p for p in psutil.Process(proc.pid).children(recursive=True)
-            if "spawn_main" in " ".join(p.cmdline())]
+    return worker_processes(proc.pid)
 
 
 def stop_group(proc: subprocess.Popen, sig: int, timeout: float = 180) -> str:

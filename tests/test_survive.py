@@ -38,6 +38,24 @@ def start(*args) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True)
 
 
+def worker_processes(pid: int) -> list:
+    """The LocalCluster worker processes under the driver ``pid`` (its nannies live in the
+    driver): spawned ones, and those forked from esnb's forkserver (not the server itself)."""
+    import psutil
+
+    found = []
+    for p in psutil.Process(pid).children(recursive=True):
+        try:
+            parent = p.parent()
+            if "spawn_main" in " ".join(p.cmdline()) or (
+                    parent is not None and parent.pid != pid
+                    and "multiprocessing.forkserver" in " ".join(parent.cmdline())):
+                found.append(p)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
 def saved_iteration(path: Path) -> int:
     """The generation a run's checkpoint holds (-1 while there is none)."""
     try:

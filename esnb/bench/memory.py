@@ -2,19 +2,19 @@
 
 Each measurement is a fresh interpreter (a cold start is cold, and no cluster's memory lingers
 into the next): it starts ``make_client(n)``, builds ``ES(env)`` and runs generations, then
-reads every process's PSS and USS (``psutil``'s ``memory_full_info``): the driver, each
-worker, each nanny and the rest (multiprocessing's resource tracker). PSS splits shared pages
-(the noise table in ``/dev/shm``, shared libraries) between the processes that map them, so
-the PSS column adds up to what the run costs the machine; USS is what a process alone holds.
+reads every process's PSS and USS (``psutil``'s ``memory_full_info``): the driver, each worker,
+each nanny and the rest (multiprocessing's resource tracker and forkserver). PSS splits shared
+pages (the noise table in ``/dev/shm``, shared libraries) between the processes that map them,
+so the PSS column adds up to what the run costs the machine; USS is what a process alone holds.
 The cold start is ``make_client(n_workers=2)`` + ``ES(env)`` to the first generation done
 (median of ``--cold-starts`` runs). The start-up is the same from the launch of a fresh
 ``python`` (imports included), minus a generation's own time (the second generation's), and
 each round also measures the import floor: a fresh interpreter that imports numpy, gymnasium,
 mujoco and distributed and makes the env; the start-up is printed as a multiple of the floor
-measured in the same round (target <= 2x). ``--compare DIR`` runs the same measurements, interleaved
-one by one, on the esnb in DIR (e.g. ``git worktree add /tmp/before <commit>``) and prints the
-two side by side, with whether both ended on the same theta. Targets (2 workers, HalfCheetah-v5):
-all processes <= 700 MB PSS, each worker <= 120 MB USS, cold start <= 3 s.
+measured in the same round (target <= 2x). ``--compare DIR`` runs the same measurements,
+interleaved one by one, on the esnb in DIR (e.g. ``git worktree add /tmp/before <commit>``) and
+prints the two side by side, with whether both ended on the same theta. Targets (2 workers,
+HalfCheetah-v5): all processes <= 700 MB PSS, each worker <= 120 MB USS, cold start <= 3 s.
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ import dask.config
 from distributed import Client
 
 from esnb import config
+from esnb.cluster import forkserver
 from esnb.cluster.deaths import QuietDeathsPlugin, quiet_death_echoes, report_deaths
 from esnb.cluster.jobqueue import (
     JOBQUEUE_CLASSES,
@@ -80,6 +81,10 @@ log = logging.getLogger("esnb.cluster")
 _MESSAGE_LOG = "distributed.admin.low-level-log-length"
 if dask.config.get(_MESSAGE_LOG) == 1000 and config.get("cluster.message-log-length"):
     dask.config.set({_MESSAGE_LOG: int(config.get("cluster.message-log-length"))})
+
+
+# launched now, so that it imports the workers' modules while the driver goes on importing
+forkserver.start()
 
 
 class EsnbClient(Client):
@@ -223,7 +228,10 @@ def _local_cluster(n_workers, threads, processes, sec, dashboard_address, kwargs
         # process group: these workers are the driver's to stop (esnb.cluster.signals)
         kwargs["plugins"] = {*kwargs.get("plugins", ()), IgnoreGroupSignals()}
         ignoring = spawned_processes_ignore()
-    with ignoring:
+    # workers forked from a server that imported their modules while the driver imported its
+    # own (esnb.cluster.forkserver); spawned if that server is not esnb's
+    forking = forkserver.method() if processes else contextlib.nullcontext()
+    with ignoring, forking:
         return LocalCluster(
             n_workers=int(n_workers),
             threads_per_worker=threads,

@@ -23,6 +23,9 @@ mechanisms, because no hook of dask runs in a worker process before it imports `
   its signals. A signal in the half second between such a restart's spawn and that moment
   still reaches the new worker.
 
+Workers forked from esnb's forkserver (:mod:`esnb.cluster.forkserver`) get the first
+mechanism's effect from the server, which is launched inside :func:`spawned_processes_ignore`.
+
 Workers of batch clusters (dask-jobqueue) are not touched: their jobs are signalled by the
 batch system, which is how they are meant to retire.
 """

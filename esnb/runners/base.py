@@ -17,16 +17,18 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import pandas as pd
 
 from esnb.controls import ControlChange, ControlSnapshot
 from esnb.runners.budget import make_target, reached
 from esnb.runners.schedule import ControlSchedule
 from esnb.settings import Settings
 from esnb.settings.docs import docstring_section
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger("esnb.runner")
 
@@ -370,6 +372,8 @@ class Runner:
 
     @property
     def history(self) -> pd.DataFrame:
+        import pandas as pd  # here: ~0.3 s a run's start need not wait for (issue 26)
+
         return pd.DataFrame(list(self._records))
 
     @property
@@ -379,6 +383,8 @@ class Runner:
 
     @property
     def changes(self) -> pd.DataFrame:
+        import pandas as pd
+
         cols = [self.iteration_column, "wall_time", "env_steps", "name", "old", "new", "version",
                 "origin"]
         return pd.DataFrame(list(self._change_log), columns=cols)
