@@ -83,6 +83,8 @@ SCHEMA: dict[str, tuple[Callable[[Any], bool], str]] = {
                                   "a number of seconds > 0"),
     "noise.size": _integer(1),
     "noise.seed": _integer(0),
+    "noise.cache": ((lambda v: v is False or (isinstance(v, str) and v != "")),
+                    "'auto', a directory or false"),
 }
 
 

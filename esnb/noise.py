@@ -7,7 +7,8 @@ run it on each) keeps one table per host: the first process builds it into share
 (:mod:`esnb.shm`, a file in ``/dev/shm`` named by seed, size and dtype) and every other
 process maps the same pages read-only, as OpenAI's and RLlib's ES did; where there
 is no shared memory each process builds a private copy (one log line). The values are the
-same either way. Nothing here imports Dask.
+same either way. A machine's first build also writes the table to a disk cache that later
+runs read instead of building it (:mod:`esnb.noise_cache`). Nothing here imports Dask.
 
 **The same table on every host.** The values come from :mod:`esnb.normals`: a counter-based
 integer stream turned into normals with IEEE 754 operations only, so they do not depend on the
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from esnb import normals
+from esnb.noise_cache import CachedFill
 from esnb.shm import Block, open_block
 
 
@@ -93,11 +95,12 @@ class NoiseTableMismatch(ValueError):
     """This process's noise table is not the driver's: it would perturb with other noise."""
 
 
-def describe_table(values: np.ndarray) -> dict:
-    """What the builder of a table records beside it: its digest and who built it."""
+def describe_table(values: np.ndarray, sha256: str | None = None) -> dict:
+    """What the builder of a table records beside it: its digest (``sha256`` when the caller
+    has just checked it) and who built it."""
     from esnb import __version__
 
-    return {"sha256": normals.digest(values),
+    return {"sha256": sha256 or normals.digest(values),
             "origin": f"numpy {np.__version__}, esnb {__version__}, host {platform.node()}"}
 
 
@@ -116,14 +119,16 @@ class NoiseTable:
 
     def __init__(self, config: NoiseConfig, shared: bool | str = False):
         self.config = config
+        # the values from the disk cache when an earlier run built them (else built, cached)
+        cached = CachedFill(config.file_name, config.seed, describe_table)
         if shared is False:
             out = np.empty(config.size, dtype=np.float32)
-            config.fill(out)
-            self._block = Block(out, about=describe_table(out))
+            cached.fill(out)
+            self._block = Block(out, about=cached.describe(out))
         else:
-            self._block = open_block(config.file_name, config.size, np.float32, config.fill,
+            self._block = open_block(config.file_name, config.size, np.float32, cached.fill,
                                      directory=None if shared is True else shared,
-                                     describe=describe_table)
+                                     describe=cached.describe)
         self.noise = self._block.array
         #: SHA-256 of the values (computed once per host, by the table's builder)
         self.digest: str = self._block.about["sha256"]

@@ -48,6 +48,24 @@ def _pin_x86_kernels() -> None:
 
 _pin_x86_kernels()
 
+
+def _private_noise_cache() -> None:
+    """Noise tables cached (esnb.noise_cache) in a directory of this test process, removed at
+    its exit, not in the user's ~/.cache: the suite still takes esnb's default path (build
+    once, read after) and leaves nothing behind. Workers, CLI runs and kernels inherit it."""
+    if "DASK_ESNB__NOISE__CACHE" in os.environ:
+        return
+    import atexit
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="esnb-test-noise-cache-")
+    os.environ["DASK_ESNB__NOISE__CACHE"] = folder
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+
+
+_private_noise_cache()
+
 SMALL_NOISE = 1_000_000  # 4 MB: plenty for test policies, builds in ~10 ms
 
 

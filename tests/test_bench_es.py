@@ -78,6 +78,10 @@ def test_memory_reports_every_process_and_the_cold_start(tmp_path):
     assert r["start_up_over_floor"] == [r["start_ups"][0] / out["floors"][0]]
     assert "all processes PSS" in p.stdout and "cold start" in p.stdout
     assert "x the import floor" in p.stdout and "import floor (fresh python" in p.stdout
+    # and with the noise table built rather than read from the cache (a machine's first run)
+    built = out["this, table built (no cache)"]
+    assert len(built["start_ups"]) == 1 and built["start_up_over_floor_median"] > 0
+    assert "this, table built (no cache): cold start" in p.stdout
 
 
 @pytest.mark.slow

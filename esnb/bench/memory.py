@@ -11,7 +11,9 @@ The cold start is ``make_client(n_workers=2)`` + ``ES(env)`` to the first genera
 ``python`` (imports included), minus a generation's own time (the second generation's), and
 each round also measures the import floor: a fresh interpreter that imports numpy, gymnasium,
 mujoco and distributed and makes the env; the start-up is printed as a multiple of the floor
-measured in the same round (target <= 2x). ``--compare DIR`` runs the same measurements,
+measured in the same round (target <= 2x). The start-up is measured twice: with the noise
+table read from the disk cache (:mod:`esnb.noise_cache`; every run after a machine's first)
+and built (the cache off: a machine's first run). ``--compare DIR`` runs the same measurements,
 interleaved one by one, on the esnb in DIR (e.g. ``git worktree add /tmp/before <commit>``) and
 prints the two side by side, with whether both ended on the same theta. Targets (2 workers,
 HalfCheetah-v5): all processes <= 700 MB PSS, each worker <= 120 MB USS, cold start <= 3 s.
@@ -106,6 +108,10 @@ print("ESNB-BENCH " + json.dumps(out), flush=True)
 MB = 1e6
 
 
+#: this tree's cold starts with the noise cache off (esnb.noise_cache): a machine's first run
+UNCACHED = "this, table built (no cache)"
+
+
 def add_arguments(p) -> None:
     add_settings(p, ESConfig, FLAGS, env=ENV)
     p.add_argument("--workers", type=integer(1), nargs="+", default=[2, 4, 8],
@@ -121,11 +127,11 @@ def add_arguments(p) -> None:
 
 
 def child(mode: str, workers: int, generations: int, population: int, env: str,
-          tree: str | None = None, source: str = CHILD) -> dict:
+          tree: str | None = None, source: str = CHILD, extra_env: dict | None = None) -> dict:
     """Run ``source`` (:data:`CHILD`, or another benchmark's program taking the same
-    arguments) in a fresh interpreter (on the esnb in ``tree`` if given); its
-    ``ESNB-BENCH {json}`` line."""
-    environ = dict(os.environ)
+    arguments) in a fresh interpreter (on the esnb in ``tree`` if given, with ``extra_env``
+    set); its ``ESNB-BENCH {json}`` line."""
+    environ = {**os.environ, **(extra_env or {})}
     if tree is not None:
         environ["PYTHONPATH"] = os.pathsep.join(
             [tree] + ([environ["PYTHONPATH"]] if environ.get("PYTHONPATH") else []))
@@ -178,13 +184,19 @@ def measure(env: str = ENV, workers=(2, 4, 8), generations: int = 3,
             progress(f"{name} {n} workers: total {out[name]['memory'][n]['total_pss']:,.0f} "
                      f"MB PSS")
     floors = []
-    for name in trees:
+    # this tree again with its noise table built, not read from the cache (a machine's first
+    # run; the memory runs above have cached it for the others)
+    starts = {**trees, UNCACHED: None}
+    out[UNCACHED] = {"cold_starts": []}
+    for name in starts:
         out[name].update(start_ups=[], generations=[])
     for i in range(cold_starts):
         # each round: the floor, then every tree, so all of them see the same load
         floors.append(child("floor", 2, 1, population, env, source=FLOOR)["floor"])
-        for name, tree in trees.items():
-            r = child("cold", 2, 1, population, env, tree)
+        for name, tree in starts.items():
+            r = child("cold", 2, 1, population, env, tree,
+                      extra_env={"DASK_ESNB__NOISE__CACHE": "False"} if name == UNCACHED
+                      else None)
             out[name]["cold_starts"].append(r["cold_start"])
             out[name]["start_ups"].append(r["start_up"])
             out[name]["generations"].append(r["generation"])
@@ -194,7 +206,7 @@ def measure(env: str = ENV, workers=(2, 4, 8), generations: int = 3,
                      f"{os.getloadavg()[0]:.1f})")
     out["floors"] = floors
     out["floor_median"] = statistics.median(floors)
-    for name in trees:
+    for name in starts:
         o = out[name]
         o["cold_start_median"] = statistics.median(o["cold_starts"])
         o["start_up_median"] = statistics.median(o["start_ups"])
@@ -241,9 +253,9 @@ def run(args) -> int:
           f"{s['generations']} generations; every process of the run (MB)")
     for line in table(out):
         print(line)
-    for name in (n for n in ("this", "compare") if n in out):
-        m2 = out[name]["memory"].get(2)
-        heavy = sorted({h for m in out[name]["memory"].values()
+    for name in (n for n in ("this", UNCACHED, "compare") if n in out):
+        m2 = out[name].get("memory", {}).get(2)
+        heavy = sorted({h for m in out[name].get("memory", {}).values()
                         for h in m["heavy_modules_on_workers"]})
         print(f"  {name}: cold start (make_client(2) + ES() to generation 1 done) median "
               f"{out[name]['cold_start_median']:.2f} s of "
