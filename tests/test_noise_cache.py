@@ -5,6 +5,7 @@ rebuild and one log line, never a wrong table; the cache can be turned off or be
 import logging
 import os
 import subprocess
+import tempfile
 import sys
 
 import dask
@@ -108,3 +109,18 @@ def test_auto_is_the_users_cache_folder_and_a_bad_value_is_named(tmp_path):
                          env={**env, "DASK_ESNB__NOISE__CACHE": "''"})
     assert bad.returncode != 0
     assert "esnb.noise.cache" in bad.stderr and "'auto', a directory or false" in bad.stderr
+
+
+def test_bench_noise_times_the_cached_read_beside_the_build(tmp_path):
+    out = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, "-m", "esnb.cli", "bench", "noise", "--size", "400000",
+                        "--repeats", "2", "--json", str(out)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    import json
+
+    r = json.loads(out.read_text())
+    assert len(r["all"]["cached"]) == len(r["all"]["esnb"]) == 2
+    assert r["seconds"]["cached"] > 0 and r["cached_over_build"] > 0
+    assert "read from the disk cache with its SHA-256 check" in p.stdout
+    left = [f for f in os.listdir(tempfile.gettempdir()) if f.startswith("esnb-bench-noise-")]
+    assert left == []  # its cache folder removed
