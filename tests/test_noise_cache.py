@@ -5,8 +5,8 @@ rebuild and one log line, never a wrong table; the cache can be turned off or be
 import logging
 import os
 import subprocess
-import tempfile
 import sys
+import tempfile
 
 import dask
 import numpy as np
