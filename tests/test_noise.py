@@ -230,3 +230,26 @@ def test_a_checkpoint_of_another_table_is_refused_and_an_old_one_warns(tmp_path,
     assert "predates esnb's portable noise table" in caplog.text
     assert back.iw.pending is None  # its offsets pointed into the old table
     back.step(1)
+
+
+@pytest.mark.parametrize("bad", ["unknown env", "policy larger than the table"])
+def test_a_run_refused_while_its_table_loads_leaves_no_table(tmp_path, monkeypatch, bad):
+    """ES() reads (or builds) its noise table on a thread while it makes the env; when the run
+    is refused meanwhile, the table it opened is dropped: nothing stays mapped in the process
+    or in the host's shared memory, and the error is the run's own."""
+    from esnb import ES
+
+    monkeypatch.setenv("ESNB_SHM_DIR", str(tmp_path))
+    cfg = NoiseConfig(size=5_000 if bad != "unknown env" else 300_000, seed=31)
+    env = "NoSuchEnv-v9" if bad == "unknown env" else "Hopper-v5"
+    with pytest.raises(Exception) as err:
+        ES(env, noise_size=cfg.size, noise_seed=cfg.seed, client=False)
+    # (Hopper's default policy has 5,123 parameters, CartPole's 4,610)
+    assert ("NoSuchEnv" in str(err.value)) if bad == "unknown env" else \
+        ("raise noise_size" in str(err.value))
+    assert not has_noise_table(cfg)
+    # (the builders' lock file stays, empty, as after any run)
+    assert [p.name for p in tmp_path.iterdir()] == [cfg.file_name + ".lock"]
+    ok = ES("CartPole-v1", noise_size=cfg.size, noise_seed=cfg.seed, client=False)
+    assert has_noise_table(cfg) and ok.noise.shared_path.startswith(str(tmp_path))
+    ok.close()

@@ -37,6 +37,7 @@ from esnb.es.openai_es import OpenAIES, Step
 from esnb.nets.policy import PolicySpec, init_params
 from esnb.noise import (
     NoiseConfig,
+    TableLoad,
     drop_noise_table,
     get_noise_table,
 )
@@ -99,15 +100,21 @@ class ES(Runner):
         env_kwargs = tuple(sorted(cfg.env_kwargs.items()))
         # workers import the rollout stack and MuJoCo meanwhile (~0.25 s of a first generation)
         self.executor.warm(warm_up, cfg.env, cfg.max_episode_steps, env_kwargs)
-        obs_space, act_space, _ = env_spaces(cfg.env, **cfg.env_kwargs)
-        self.spec = PolicySpec.for_spaces(obs_space, act_space, hidden=cfg.hidden,
-                                          activation=cfg.activation)
-        if self.spec.num_params > noise.size:
-            raise ValueError(f"the policy has {self.spec.num_params} parameters but the noise "
-                             f"table only {noise.size} entries: raise noise_size")
-        # mapped (or built) here first: this host's workers then map it, never wait on a
-        # builder; workers get its digest, and one whose table differs refuses the run
-        self.noise = get_noise_table(noise)
+        # mapped (or read, or built) here first, while the env is made: this host's workers
+        # then map it, never wait on a builder; workers get its digest, and one whose table
+        # differs refuses the run
+        loading = TableLoad(noise)
+        try:
+            obs_space, act_space, _ = env_spaces(cfg.env, **cfg.env_kwargs)
+            self.spec = PolicySpec.for_spaces(obs_space, act_space, hidden=cfg.hidden,
+                                              activation=cfg.activation)
+            if self.spec.num_params > noise.size:
+                raise ValueError(f"the policy has {self.spec.num_params} parameters but the "
+                                 f"noise table only {noise.size} entries: raise noise_size")
+            self.noise = loading.result()
+        except BaseException:
+            loading.discard()
+            raise
         noise = noise.expecting(self.noise)
         self.noise_config = noise
         self.rollout_config = RolloutConfig(
