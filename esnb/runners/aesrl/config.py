@@ -64,6 +64,10 @@ class PopulationRLConfig(EnvSettings):
                                    help="transitions in the shared replay")
     critic_exclusive: bool = setting(True, help="keep evaluations off the critic's worker while "
                                                 "there are other workers")
+    device: str = derive(RLSettings, "device",
+                         help="where the shared critic computes: auto (cuda when torch sees a "
+                              "CUDA device on the critic's worker, else cpu), cpu, cuda or "
+                              "cuda:N; the RL individuals' actors train on CPUs")
 
 
 @dataclass(frozen=True)
