@@ -68,6 +68,11 @@ class PopulationRLConfig(EnvSettings):
                          help="where the shared critic computes: auto (cuda when torch sees a "
                               "CUDA device on the critic's worker, else cpu), cpu, cuda or "
                               "cuda:N; the RL individuals' actors train on CPUs")
+    critic_resources: Any = setting(
+        "auto", kind="dict", special=("auto",), nullable=True,
+        help="worker resources the critic's actor asks for; auto: {\"GPU\": 1} when device "
+             "is not cpu and a worker declares GPU (make_client(gpu_workers=N)), else a "
+             "worker of its own as usual; none: always as usual")
 
 
 @dataclass(frozen=True)
