@@ -227,12 +227,14 @@ def test_impala_learner_on_the_device_publishes_cpu_float32_and_resumes_elsewher
         return impala_learner(ImpalaConfig.build(device=device, obs_norm=True), spec, flat)
 
     q = UnrollQueue()
+    truncated = np.zeros((5, 4), bool)
+    truncated[1, 1] = True
     for v in range(3):  # unrolls of T=5 steps from 4 environments, one truncation each
         rng = np.random.default_rng(v)
         q.add({"obs": rng.normal(size=(6, 4, 4)).astype(np.float32),
                "actions": rng.integers(0, 2, (5, 4)), "rewards": np.ones((5, 4), np.float32),
                "terminated": np.zeros((5, 4), bool),
-               "truncated": np.eye(5, 4, dtype=bool)[[1]].repeat(5, 0) & (np.arange(5) == 1)[:, None],
+               "truncated": truncated,
                "behaviour_log_probs": np.full((5, 4), -0.69, np.float32),
                "trunc_t": np.array([1]), "trunc_u": np.array([1]),
                "trunc_obs": np.ones((1, 4), np.float32), "finite": np.ones(4, bool),

@@ -67,7 +67,8 @@ from esnb.cluster.signals import IgnoreGroupSignals, spawned_processes_ignore
 from esnb.config import CLUSTER_TYPES
 from esnb.noise import NoiseConfig
 
-__all__ = ["ACTOR_RESOURCE", "CLUSTER_TYPES", "GPU_RESOURCE", "JOBQUEUE_CLASSES", "ActorWorker", "check_address",
+__all__ = ["ACTOR_RESOURCE", "CLUSTER_TYPES", "GPU_RESOURCE", "JOBQUEUE_CLASSES", "ActorWorker",
+           "check_address",
            "EsnbAdaptive", "EsnbClient", "EveryWorker", "KeepActorWorkers",
            "QuietDeathsPlugin",
            "TorchThreadsPlugin", "actor_resources", "lifetime_args", "make_client",
