@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import torch
 
+from esnb.device import device_problem, resolve_device
 from esnb.record import CheckpointError, load_checkpoint, save_checkpoint
-from esnb.rl.device import device_problem, resolve_device
 from esnb.runners.placement import learner_resources
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

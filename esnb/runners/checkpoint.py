@@ -134,7 +134,7 @@ def _check_saved_device(path, saved: dict, overrides: dict) -> None:
     cannot use (``cuda`` where torch sees none) unless ``overrides`` name another."""
     if "device" not in saved or "device" in overrides:
         return
-    from esnb.rl.device import device_problem
+    from esnb.device import device_problem
 
     problem = device_problem(saved["device"])
     if problem is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from esnb.rl.device import device_problem
+from esnb.device import device_problem
 from esnb.settings.declare import Settings, setting
 
 

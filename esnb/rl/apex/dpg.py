@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from esnb.device import resolve_device, to_device
 from esnb.rl.apex.nets import DPGSpec, dpg_td_errors  # noqa: F401 (re-exported)
 from esnb.rl.apex.torch_nets import DPGActor, DPGCritic
-from esnb.rl.device import resolve_device, to_device
 from esnb.rl.optim import load_optimizer_arrays, optimizer_arrays, retune, set_lr
 
 

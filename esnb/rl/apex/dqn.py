@@ -26,12 +26,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from esnb.device import resolve_device, to_device
 from esnb.rl.apex.nets import QNetSpec, dqn_td_errors, transition_spec  # noqa: F401 (re-exported)
 from esnb.rl.apex.torch_nets import QNetwork
 from esnb.rl.constants import DQN_LOSSES as LOSSES
 from esnb.rl.constants import DQN_OPTIMIZERS as OPTIMIZERS
 from esnb.rl.constants import PAPER_RMSPROP
-from esnb.rl.device import resolve_device, to_device
 from esnb.rl.optim import CenteredRMSprop, load_optimizer_arrays, optimizer_arrays, retune, set_lr
 
 

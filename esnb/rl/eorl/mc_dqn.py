@@ -33,10 +33,10 @@ import contextlib
 import numpy as np
 import torch
 
+from esnb.device import resolve_device, to_device
 from esnb.nets import NumpyPolicy, PolicySpec, init_glorot, torch_mlp
 from esnb.nets.torch_mlp import to_numpy
 from esnb.rl.constants import ADAM_BETAS, ADAM_EPS
-from esnb.rl.device import resolve_device, to_device
 
 
 @contextlib.contextmanager

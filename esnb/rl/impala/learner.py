@@ -28,11 +28,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from esnb.device import resolve_device
 from esnb.envs.obs_stats import ObsStats
 from esnb.nets.torch_mlp import ObsNormModule, forward, split, to_numpy
 from esnb.rl.constants import CORRECTIONS, REWARD_CLIPPINGS
 from esnb.rl.constants import IMPALA_OPTIMIZERS as OPTIMIZERS
-from esnb.rl.device import resolve_device
 from esnb.rl.impala.actor_critic import _HALF_LOG_2PI, LOG_STD_RANGE, ActorCriticSpec
 from esnb.rl.impala.unrolls import UnrollBatch
 from esnb.rl.impala.vtrace import vtrace

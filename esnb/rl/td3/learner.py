@@ -41,10 +41,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from esnb.device import resolve_device, to_device
 from esnb.nets import MLP
 from esnb.nets.policy import PolicySpec
 from esnb.nets.torch_mlp import FlatModule, forward
-from esnb.rl.device import resolve_device, to_device
 from esnb.rl.optim import adam_state, load_adam_state
 from esnb.rl.td3.actor import NumpyTD3Actor, actor_mlp, actor_spec, init_actor, transition_spec
 
