@@ -304,6 +304,8 @@ def test_a_runner_saved_on_one_device_resumes_on_another(tmp_path):
     assert str(err.value).count("\n") == 0
     assert str(err.value).startswith(f"{gpu}: saved with {_no_cuda_message(UNUSABLE)[:40]}")
     assert str(err.value).endswith("load it with device='auto' or 'cpu' to resume here")
+    with pytest.raises(CheckpointError, match="unknown setting 'devise'"):
+        ApeX.load(gpu, client=False, devise="cpu")  # a misspelt override is refused
     c = ApeX.load(gpu, client=False, device="cpu")
     np.testing.assert_array_equal(c.params(), a.params())
     for r in (a, b, c):

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from esnb.record import CheckpointError, history_to_json, load_checkpoint, save_checkpoint
+from esnb.settings import check_names
 
 #: meta keys of the lifecycle that are counters (never negative)
 _COUNTERS = ("iteration", "wall_time", "controls_version", "applied_version")
@@ -149,6 +150,7 @@ def load_runner(cls, path, client=None, **overrides):
     try:
         saved = {k: v for k, v in meta["config"].items() if k != "name"}
         name = overrides.pop("name", meta.get("name"))
+        check_names(cls.Config, overrides)  # a retired or unknown name is refused, not dropped
         _check_saved_device(path, saved, overrides)
         # overrides first: a run saved on a device this machine lacks resumes on another
         config = cls.Config.from_dict({**saved, **overrides})
