@@ -108,7 +108,7 @@ class Control:
             raise bad
         if self.kind == "str":
             if isinstance(value, str):
-                return value
+                return self._checked(value)
             raise bad
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise bad
@@ -129,6 +129,10 @@ class Control:
             value > self.high or (self.high_open and value == self.high)
         ):
             raise bad
+        return self._checked(value)
+
+    def _checked(self, value: Any) -> Any:
+        """``value`` once :attr:`check` found nothing wrong with it."""
         if self.check is not None:
             message = self.check(value)
             if message:

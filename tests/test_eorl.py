@@ -341,7 +341,7 @@ def test_settings_variants_and_presets():
         assert cls.build(preset="paper") == cls.build()
     assert default.learner_kwargs() == {"lr": 0.01, "eps_decay": None, "hidden": (32, 8),
                                         "batch_size": 4096, "epochs": 2, "minibatch": None,
-                                        "buffer_factor": 100, "n": 8}
+                                        "buffer_factor": 100, "n": 8, "device": "auto"}
     assert {"alpha", "beta0"} <= set(PERConfig.build().learner_kwargs())
     assert "beta" not in CBEConfig.build().learner_kwargs()  # live: read every episode
     with pytest.raises(ValueError, match="unknown setting 'kappa'"):

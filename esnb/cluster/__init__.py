@@ -55,6 +55,7 @@ from esnb.cluster.jobqueue import (
 from esnb.cluster.options import dashboard_address_for, underscored
 from esnb.cluster.plugins import (
     ACTOR_RESOURCE,
+    GPU_RESOURCE,
     EveryWorker,
     KeepActorWorkers,
     TorchThreadsPlugin,
@@ -66,7 +67,8 @@ from esnb.cluster.signals import IgnoreGroupSignals, spawned_processes_ignore
 from esnb.config import CLUSTER_TYPES
 from esnb.noise import NoiseConfig
 
-__all__ = ["ACTOR_RESOURCE", "CLUSTER_TYPES", "JOBQUEUE_CLASSES", "ActorWorker", "check_address",
+__all__ = ["ACTOR_RESOURCE", "CLUSTER_TYPES", "GPU_RESOURCE", "JOBQUEUE_CLASSES", "ActorWorker",
+           "check_address",
            "EsnbAdaptive", "EsnbClient", "EveryWorker", "KeepActorWorkers",
            "QuietDeathsPlugin",
            "TorchThreadsPlugin", "actor_resources", "lifetime_args", "make_client",
@@ -113,7 +115,7 @@ def make_client(n_workers: int | None = None, *, address: str | None = None,
                 noise: NoiseConfig | None = None, dashboard_address: str | None = None,
                 set_as_default: bool = True, cluster_type: str | None = None,
                 security: Any = None, actor_worker: bool | None = None,
-                **cluster_kwargs) -> Client:
+                gpu_workers: int = 0, **cluster_kwargs) -> Client:
     """A Dask client ready for esnb.
 
     Parameters
@@ -143,6 +145,13 @@ def make_client(n_workers: int | None = None, *, address: str | None = None,
     actor_worker : bool, optional
         Start one long-lived worker carrying :data:`ACTOR_RESOURCE` (default
         ``esnb.cluster.actor-worker``; ``"auto"`` means yes for jobqueue clusters).
+    gpu_workers : int
+        LocalCluster only: this many more workers, each declaring the resource
+        ``{"GPU": 1}`` (:data:`GPU_RESOURCE`), where a learner whose ``device`` is not ``cpu``
+        is placed (the AES-RL/CEM-RL critic). The label is all they add: they see the GPUs
+        this machine's torch sees, none on a CPU-only machine (where they are CPU workers
+        with the label). On a batch cluster a GPU job declares the resource itself (tutorial
+        09).
     **cluster_kwargs
         Passed to ``LocalCluster`` or to the dask-jobqueue cluster (over ``esnb.cluster.kwargs``).
 
@@ -166,8 +175,15 @@ def make_client(n_workers: int | None = None, *, address: str | None = None,
     if dashboard_address is not None and not config.host_port(dashboard_address):
         raise ValueError(f"dashboard_address must be 'host:port' or ':port' (a port in "
                          f"[0, 65535]), got {dashboard_address!r}")
+    if isinstance(gpu_workers, bool) or not isinstance(gpu_workers, numbers.Integral) \
+            or gpu_workers < 0:
+        raise ValueError(f"gpu_workers must be an integer >= 0, got {gpu_workers!r}")
+    if gpu_workers and (address or kind != "local"):
+        raise ValueError(f"gpu_workers adds LocalCluster workers; this cluster is "
+                         f"{'at ' + repr(address) if address else repr(kind)}: start its GPU "
+                         f"workers with --resources {GPU_RESOURCE}=1 (tutorial 09)")
     if kind == "local" and not address and n_workers is not None:
-        config.check_local_workers(int(n_workers))
+        config.check_local_workers(int(n_workers) + int(gpu_workers))
     sec = make_security(security if security is not None else config.get("cluster.security"))
     if address or kind == "address":
         address = address or config.get("cluster.address")
@@ -183,7 +199,7 @@ def make_client(n_workers: int | None = None, *, address: str | None = None,
         with dask.config.set({"distributed.worker.profile.enabled": profile}):
             if kind == "local":
                 cluster = _local_cluster(n_workers, threads, processes, sec, dashboard_address,
-                                         cluster_kwargs)
+                                         cluster_kwargs, int(gpu_workers))
             else:
                 cluster = jobqueue_cluster(kind, n_workers, threads, sec, dashboard_address,
                                             cluster_kwargs)
@@ -208,7 +224,8 @@ def make_client(n_workers: int | None = None, *, address: str | None = None,
     return client
 
 
-def _local_cluster(n_workers, threads, processes, sec, dashboard_address, kwargs):
+def _local_cluster(n_workers, threads, processes, sec, dashboard_address, kwargs,
+                   gpu_workers: int = 0):
     from distributed import LocalCluster
 
     if n_workers is None:
@@ -232,7 +249,7 @@ def _local_cluster(n_workers, threads, processes, sec, dashboard_address, kwargs
     # own (esnb.cluster.forkserver); spawned if that server is not esnb's
     forking = forkserver.method() if processes else contextlib.nullcontext()
     with ignoring, forking:
-        return LocalCluster(
+        cluster = LocalCluster(
             n_workers=int(n_workers),
             threads_per_worker=threads,
             processes=processes,
@@ -241,6 +258,28 @@ def _local_cluster(n_workers, threads, processes, sec, dashboard_address, kwargs
             security=sec,
             **kwargs,
         )
+        try:
+            _add_gpu_workers(cluster, gpu_workers)
+        except BaseException:
+            cluster.close()
+            raise
+        return cluster
+
+
+def _add_gpu_workers(cluster, n: int) -> None:
+    """``n`` more workers of ``cluster``'s own kind declaring :data:`GPU_RESOURCE` (in its
+    plan, named ``esnb-gpu-<i>``: a LocalCluster restarts them as it does the others)."""
+    if n <= 0:
+        return
+    spec = cluster.new_spec
+    for i in range(n):
+        name = f"esnb-gpu-{i}"
+        resources = {**(spec["options"].get("resources") or {}), GPU_RESOURCE: 1}
+        cluster.worker_spec[name] = {"cls": spec["cls"],
+                                     "options": {**spec["options"], "name": name,
+                                                 "resources": resources}}
+    cluster.sync(cluster._correct_state)
+    cluster.wait_for_workers(len(cluster.worker_spec))
 
 
 def check_address(address: str, what: str = "address") -> str:

@@ -16,6 +16,9 @@ from esnb.noise import NoiseConfig, drop_noise_table, get_noise_table
 
 #: worker resource of the long-lived worker that holds actors
 ACTOR_RESOURCE = "esnb-actor"
+#: worker resource of workers with a GPU (``make_client(gpu_workers=N)``, or a batch job
+#: started with ``--resources GPU=1``): a learner whose device is not ``cpu`` goes there
+GPU_RESOURCE = "GPU"
 
 
 class EveryWorker(WorkerPlugin):

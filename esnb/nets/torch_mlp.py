@@ -83,6 +83,13 @@ def forward(mlp: MLP, flat: torch.Tensor | tuple, x: torch.Tensor,
     return h
 
 
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    """A tensor on any device as a new CPU numpy array (a copy, never a view of the
+    module's memory)."""
+    t = t.detach()
+    return t.cpu().numpy() if t.device.type != "cpu" else t.numpy().copy()
+
+
 def init_fan_in(mlp: MLP, generator: torch.Generator,
                 last_bound: float | None = None) -> torch.Tensor:
     """torch ``nn.Linear``'s default init drawn from ``generator`` (weight then bias of each
@@ -110,11 +117,14 @@ class FlatModule(nn.Module):
         self.flat = nn.Parameter(data)
 
     def params(self) -> np.ndarray:
-        """The flat vector as a new float32 numpy array."""
-        return self.flat.detach().numpy().copy()
+        """The flat vector as a new CPU float32 numpy array, wherever the module is (what
+        actors read and checkpoints keep)."""
+        return to_numpy(self.flat)
 
     def load(self, flat) -> None:
-        flat = torch.as_tensor(np.asarray(flat, dtype=np.float32)).reshape(-1)
+        """Copy ``flat`` (numpy or a tensor on any device) into the vector, on its device."""
+        flat = torch.as_tensor(np.asarray(flat, dtype=np.float32)).reshape(-1) \
+            if not torch.is_tensor(flat) else flat.detach().reshape(-1)
         if flat.numel() != self.flat.numel():
             raise ValueError(f"expected {self.flat.numel()} parameters, got {flat.numel()}")
         with torch.no_grad():
@@ -148,10 +158,11 @@ class ObsNormModule(FlatModule):
         return x
 
     def obs_norm(self) -> tuple:
-        """``(mean, std)`` as numpy views, or ``(None, None)`` without normalisation."""
+        """``(mean, std)`` as numpy (views on the CPU, copies from another device), or
+        ``(None, None)`` without normalisation."""
         if not self.normalise:
             return None, None
-        return self.obs_mean.numpy(), self.obs_std.numpy()
+        return self.obs_mean.cpu().numpy(), self.obs_std.cpu().numpy()
 
 
 class MLPPolicy(ObsNormModule):

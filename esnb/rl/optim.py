@@ -137,9 +137,9 @@ def optimizer_arrays(opt: torch.optim.Optimizer, module: nn.Module,
     names = sorted({k for st in states for k, v in st.items()
                     if k != "step" and torch.is_tensor(v)})
     out = {f"{prefix}step": np.array([float(st.get("step", 0.0)) for st in states])}
-    for name in names:
+    for name in names:  # CPU arrays wherever the learner computes: checkpoints are portable
         out[prefix + name] = torch.cat([
-            st[name].reshape(-1) if name in st else torch.zeros(p.numel())
+            st[name].detach().reshape(-1).cpu() if name in st else torch.zeros(p.numel())
             for p, st in zip(params, states, strict=True)]).numpy().copy()
     return out
 
@@ -159,12 +159,16 @@ def load_optimizer_arrays(opt: torch.optim.Optimizer, module: nn.Module,
         raise ValueError(f"optimizer state for {len(steps)} tensors does not fit this model "
                          f"({len(params)} tensors, {total} parameters)")
     flat = {n: torch.as_tensor(np.asarray(arrays[prefix + n], dtype=np.float32)) for n in names}
+    # fused or capturable optimizers keep their step count on the parameters' device (torch's
+    # own rule when it makes the state); the others on the CPU
+    on_device = any(opt.defaults.get(k) for k in ("fused", "capturable"))
     pos = 0
     for p, count in zip(params, steps, strict=True):
         k = p.numel()
         if count > 0:
-            state = {"step": torch.tensor(float(count))}
-            state.update({n: flat[n][pos:pos + k].view_as(p).clone() for n in names})
+            state = {"step": torch.tensor(float(count), device=p.device if on_device else None)}
+            state.update({n: flat[n][pos:pos + k].view_as(p).to(p.device, copy=True)
+                          for n in names})
             opt.state[p] = state
         pos += k
 

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from esnb.record import CheckpointError, history_to_json, load_checkpoint, save_checkpoint
+from esnb.settings import check_names
 
 #: meta keys of the lifecycle that are counters (never negative)
 _COUNTERS = ("iteration", "wall_time", "controls_version", "applied_version")
@@ -129,6 +130,19 @@ def check_state(path, meta: dict[str, Any], arrays: dict[str, np.ndarray],
             raise CheckpointError(f"{path}: array {name!r} holds NaN or infinite values")
 
 
+def _check_saved_device(path, saved: dict, overrides: dict) -> None:
+    """Refuse, in one line saying how to resume, a run saved with a ``device`` this machine
+    cannot use (``cuda`` where torch sees none) unless ``overrides`` name another."""
+    if "device" not in saved or "device" in overrides:
+        return
+    from esnb.device import device_problem
+
+    problem = device_problem(saved["device"])
+    if problem is not None:
+        raise CheckpointError(f"{path}: saved with device {problem}: load it with "
+                              f"device='auto' or 'cpu' to resume here")
+
+
 def load_runner(cls, path, client=None, **overrides):
     """Rebuild a ``cls`` runner from :func:`save_runner`'s file; see :meth:`Runner.load`."""
     meta, arrays = load_checkpoint(path, cls.algorithm)
@@ -136,9 +150,10 @@ def load_runner(cls, path, client=None, **overrides):
     try:
         saved = {k: v for k, v in meta["config"].items() if k != "name"}
         name = overrides.pop("name", meta.get("name"))
-        config = cls.Config.from_dict(saved)
-        if overrides:
-            config = config.replace(**overrides)
+        check_names(cls.Config, overrides)  # a retired or unknown name is refused, not dropped
+        _check_saved_device(path, saved, overrides)
+        # overrides first: a run saved on a device this machine lacks resumes on another
+        config = cls.Config.from_dict({**saved, **overrides})
         runner = cls(client=client, config=config, name=name)
         runner.controls.restore(meta["controls"], meta.get("control_changes", ()),
                                 meta.get("controls_version", 0))

@@ -1,10 +1,11 @@
-"""Settings several algorithms share, declared once: the environment (a base class) and RL's
-discount (re-declared with :func:`~esnb.settings.derive`)."""
+"""Settings several algorithms share, declared once: the environment (a base class), RL's
+discount and the torch learners' device (re-declared with :func:`~esnb.settings.derive`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from esnb.device import device_problem
 from esnb.settings.declare import Settings, setting
 
 
@@ -29,3 +30,8 @@ class RLSettings(Settings):
     ``gamma: float = derive(RLSettings, "gamma")``."""
 
     gamma: float = setting(0.99, low=0.0, high=1.0, help="discount")
+    # every torch learner's config takes it: device: str = derive(RLSettings, "device")
+    device: str = setting("auto", kind="str", check=device_problem,
+                          help="where the learner computes: auto (cuda when torch sees a CUDA "
+                               "device where the learner is built, else cpu), cpu, cuda or "
+                               "cuda:N; actors stay on CPUs")

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from esnb.device import resolve_device, to_device
 from esnb.rl.apex.nets import DPGSpec, dpg_td_errors  # noqa: F401 (re-exported)
 from esnb.rl.apex.torch_nets import DPGActor, DPGCritic
 from esnb.rl.optim import load_optimizer_arrays, optimizer_arrays, retune, set_lr
@@ -40,23 +41,27 @@ class DPGLearner:
         Global norm clip of the critic's gradient (None: none; the paper names only the
         actor's clip).
     seed : int
-        Seeds the initial parameters.
+        Seeds the initial parameters (drawn on the CPU: the same on every device).
+    device : str or torch.device
+        Where the networks, the optimizers' state and the batches live (``auto``: CUDA when
+        available); :meth:`params`, TD errors and the state come back as CPU numpy.
     """
 
     def __init__(self, spec: DPGSpec, *, actor_lr: float, critic_lr: float, target_period: int,
-                 actor_clip: float, critic_grad_clip: float | None, seed: int):
+                 actor_clip: float, critic_grad_clip: float | None, seed: int, device="cpu"):
         if int(target_period) < 1:
             raise ValueError(f"target_period must be >= 1, got {target_period!r}")
         if not actor_clip > 0:
             raise ValueError(f"actor_clip must be > 0, got {actor_clip!r}")
         self.spec = spec
+        self.device = resolve_device(device)
         gen = torch.Generator().manual_seed(int(seed))
-        self.actor = DPGActor(spec, gen)
-        self.critic = DPGCritic(spec, gen)
-        self.actor_target = DPGActor(spec, gen)
-        self.critic_target = DPGCritic(spec, gen)
-        self.actor_target.load(self.actor.params())
-        self.critic_target.load(self.critic.params())
+        self.actor = DPGActor(spec, gen).to(self.device)
+        self.critic = DPGCritic(spec, gen).to(self.device)
+        self.actor_target = DPGActor(spec, gen).to(self.device)
+        self.critic_target = DPGCritic(spec, gen).to(self.device)
+        self.actor_target.load(self.actor.flat)
+        self.critic_target.load(self.critic.flat)
         self.actor_target.requires_grad_(False)
         self.critic_target.requires_grad_(False)
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=actor_lr, fused=True)
@@ -75,7 +80,8 @@ class DPGLearner:
 
     def act(self, obs) -> np.ndarray:
         with torch.no_grad():
-            return self.actor(torch.as_tensor(np.asarray(obs, dtype=np.float32))).numpy()
+            x = torch.as_tensor(np.asarray(obs, dtype=np.float32)).to(self.device)
+            return self.actor(x).cpu().numpy()
 
     def update(self, batch: dict, weights, *, actor_lr: float | None = None,
                critic_lr: float | None = None, target_period: int | None = None
@@ -86,13 +92,10 @@ class DPGLearner:
         self.critic_lr = retune(self.critic_opt, critic_lr, self.critic_lr)
         if target_period is not None:
             self.target_period = int(target_period)
-        obs = torch.from_numpy(np.ascontiguousarray(batch["obs"], dtype=np.float32))
-        nxt = torch.from_numpy(np.ascontiguousarray(batch["next_obs"], dtype=np.float32))
-        act = torch.from_numpy(np.ascontiguousarray(batch["action"], dtype=np.float32))
+        obs, nxt, act, rew, disc = (to_device(batch[k], self.device) for k in
+                                    ("obs", "next_obs", "action", "reward", "discount"))
         act = act.view(len(obs), -1)
-        rew = torch.from_numpy(np.ascontiguousarray(batch["reward"], dtype=np.float32))
-        disc = torch.from_numpy(np.ascontiguousarray(batch["discount"], dtype=np.float32))
-        w = torch.from_numpy(np.ascontiguousarray(weights, dtype=np.float32))
+        w = to_device(weights, self.device)
 
         with torch.no_grad():
             target = rew + disc * self.critic_target(nxt, self.actor_target(nxt))
@@ -117,11 +120,11 @@ class DPGLearner:
         self.steps += 1
         copied = False
         if self.steps - self.last_target_copy >= self.target_period:
-            self.actor_target.load(self.actor.params())
-            self.critic_target.load(self.critic.params())
+            self.actor_target.load(self.actor.flat)  # on the device
+            self.critic_target.load(self.critic.flat)
             self.last_target_copy = self.steps
             copied = True
-        return td.detach().numpy().astype(np.float64), {
+        return td.detach().cpu().numpy().astype(np.float64), {
             "loss": float(critic_loss.detach()), "actor_loss": float(actor_loss.detach()),
             "q_mean": float(q.detach().mean()), "target_copied": copied}
 

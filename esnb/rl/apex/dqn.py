@@ -26,6 +26,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from esnb.device import resolve_device, to_device
 from esnb.rl.apex.nets import QNetSpec, dqn_td_errors, transition_spec  # noqa: F401 (re-exported)
 from esnb.rl.apex.torch_nets import QNetwork
 from esnb.rl.constants import DQN_LOSSES as LOSSES
@@ -66,11 +67,15 @@ class DQNLearner:
     optimizer : {"adam", "rmsprop_centered"}
         Adam, or the paper's centred RMSProp (see :func:`make_optimizer`).
     seed : int
-        Seeds the initial parameters (a private ``torch.Generator``).
+        Seeds the initial parameters (a private ``torch.Generator``, on the CPU: the same
+        initial parameters on every device).
+    device : str or torch.device
+        Where the networks, the optimizer's state and the batches live (``auto``: CUDA when
+        available); :meth:`params`, TD errors and the state come back as CPU numpy.
     """
 
     def __init__(self, spec: QNetSpec, *, lr: float, grad_clip: float, target_period: int,
-                 loss: str, double: bool, optimizer: str, seed: int):
+                 loss: str, double: bool, optimizer: str, seed: int, device="cpu"):
         if loss not in LOSSES:
             raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
         if not grad_clip > 0:
@@ -78,9 +83,10 @@ class DQNLearner:
         if int(target_period) < 1:
             raise ValueError(f"target_period must be >= 1, got {target_period!r}")
         self.spec = spec
+        self.device = resolve_device(device)
         gen = torch.Generator().manual_seed(int(seed))
-        self.online = QNetwork(spec, gen)
-        self.target = QNetwork(spec, gen)
+        self.online = QNetwork(spec, gen).to(self.device)
+        self.target = QNetwork(spec, gen).to(self.device)
         self.target.load(self.online.params())
         self.target.requires_grad_(False)
         self.opt = make_optimizer(optimizer, self.online.parameters(), lr)
@@ -99,7 +105,8 @@ class DQNLearner:
 
     def q(self, obs) -> np.ndarray:
         with torch.no_grad():
-            return self.online(torch.as_tensor(np.asarray(obs, dtype=np.float32))).numpy()
+            x = torch.as_tensor(np.asarray(obs, dtype=np.float32)).to(self.device)
+            return self.online(x).cpu().numpy()
 
     def update(self, batch: dict, weights, *, lr: float | None = None,
                target_period: int | None = None) -> tuple[np.ndarray, dict[str, Any]]:
@@ -115,12 +122,10 @@ class DQNLearner:
         self.lr = retune(self.opt, lr, self.lr)
         if target_period is not None:
             self.target_period = int(target_period)
-        obs = torch.from_numpy(np.ascontiguousarray(batch["obs"], dtype=np.float32))
-        nxt = torch.from_numpy(np.ascontiguousarray(batch["next_obs"], dtype=np.float32))
-        act = torch.from_numpy(np.ascontiguousarray(batch["action"], dtype=np.int64))
-        rew = torch.from_numpy(np.ascontiguousarray(batch["reward"], dtype=np.float32))
-        disc = torch.from_numpy(np.ascontiguousarray(batch["discount"], dtype=np.float32))
-        w = torch.from_numpy(np.ascontiguousarray(weights, dtype=np.float32))
+        obs, nxt, rew, disc = (to_device(batch[k], self.device)
+                               for k in ("obs", "next_obs", "reward", "discount"))
+        act = to_device(batch["action"], self.device, np.int64)
+        w = to_device(weights, self.device)
 
         n = len(obs)
         if self.double:
@@ -151,10 +156,10 @@ class DQNLearner:
         self.steps += 1
         copied = False
         if self.steps - self.last_target_copy >= self.target_period:
-            self.target.load(self.online.params())
+            self.target.load(self.online.flat)  # on the device: no round trip to numpy
             self.last_target_copy = self.steps
             copied = True
-        return td.detach().numpy().astype(np.float64), {
+        return td.detach().cpu().numpy().astype(np.float64), {
             "loss": float(loss.detach()), "q_mean": float(q_sa.detach().mean()),
             "grad_norm": float(grad_norm), "target_copied": copied}
 

@@ -33,7 +33,9 @@ import contextlib
 import numpy as np
 import torch
 
+from esnb.device import resolve_device, to_device
 from esnb.nets import NumpyPolicy, PolicySpec, init_glorot, torch_mlp
+from esnb.nets.torch_mlp import to_numpy
 from esnb.rl.constants import ADAM_BETAS, ADAM_EPS
 
 
@@ -77,6 +79,10 @@ class PopulationQNet:
         Hidden layer sizes (the paper: 32 and 8).
     lr : float
         Adam step size (the paper: 0.01).
+    device : str or torch.device
+        Where the parameters, Adam's moments and the samples live (``auto``: CUDA when
+        available); the initial weights are drawn by ``rng`` (the same on every device), and
+        parameters, Q-values and the state come back as CPU numpy.
 
     Attributes
     ----------
@@ -96,7 +102,7 @@ class PopulationQNet:
     """
 
     def __init__(self, n: int, obs_dim: int, n_actions: int, rng: np.random.Generator,
-                 hidden, lr: float):
+                 hidden, lr: float, device="cpu"):
         if int(n) < 1:
             raise ValueError(f"number of networks must be >= 1, got {n}")
         self.n = int(n)
@@ -111,7 +117,9 @@ class PopulationQNet:
                                  discrete=True)
         self.mlp = self.policy.mlp  # relu hidden layers, linear Q outputs
         self.num_params = self.mlp.num_params
-        self.theta = torch.tensor(np.stack([init_glorot(self.mlp, rng) for _ in range(self.n)]))
+        self.device = resolve_device(device)
+        self.theta = torch.tensor(np.stack([init_glorot(self.mlp, rng) for _ in range(self.n)]),
+                                  device=self.device)
         self._m = torch.zeros_like(self.theta)
         self._v = torch.zeros_like(self.theta)
         self.steps = np.zeros(self.n, dtype=np.int64)
@@ -119,7 +127,7 @@ class PopulationQNet:
     # -- parameters --------------------------------------------------------------------------
     def flat(self, i: int) -> np.ndarray:
         """Member ``i``'s parameters as one float32 vector (a copy)."""
-        return self.theta[i].numpy().copy()
+        return to_numpy(self.theta[i])
 
     def set_flat(self, i: int, vec: np.ndarray) -> None:
         vec = np.asarray(vec, dtype=np.float32)
@@ -128,7 +136,7 @@ class PopulationQNet:
                              f"({self.num_params},)")
         if not np.all(np.isfinite(vec)):
             raise ValueError("flat parameters must be finite")
-        self.theta[i] = torch.from_numpy(vec.copy())
+        self.theta[i] = torch.from_numpy(vec.copy()).to(self.device)
 
     def reset_optimizer(self, i: int) -> None:
         """Member ``i`` starts over with a fresh Adam (zero moments, step 0)."""
@@ -161,8 +169,8 @@ class PopulationQNet:
     def q_values(self, x: np.ndarray) -> np.ndarray:
         """Q of every member at the rows of ``x`` (U, d): shape (n, U, A)."""
         with one_thread():
-            q, _ = self._forward(torch.as_tensor(np.asarray(x, dtype=np.float32)))
-        return q.numpy()
+            q, _ = self._forward(to_device(x, self.device))
+        return q.cpu().numpy()
 
     def _gradient(self, inputs: list[torch.Tensor], dq: torch.Tensor) -> torch.Tensor:
         """d loss / d theta (n, P) given d loss / d Q (n, U, A) and the layers' inputs."""
@@ -228,21 +236,21 @@ class PopulationQNet:
     def _fit(self, x, count, target_sum, target_sumsq, batch, members, epochs, lr):
         lr = self.lr if lr is None else float(lr)
         members = np.ones(self.n, bool) if members is None else np.asarray(members, bool)
-        xt = torch.as_tensor(np.asarray(x, dtype=np.float32))
+        xt = to_device(x, self.device)
         inv_b = 1.0 / np.maximum(np.asarray(batch, dtype=np.float64), 1.0)
         # d loss / d Q = 2 (c Q - S) / B: fold 2 / B into c and S once
-        scale = torch.as_tensor((2.0 * inv_b).astype(np.float32)).view(self.n, 1, 1)
-        c2 = torch.as_tensor(np.asarray(count, dtype=np.float32)) * scale
-        s2 = torch.as_tensor(np.asarray(target_sum, dtype=np.float32)) * scale
+        scale = to_device(2.0 * inv_b, self.device).view(self.n, 1, 1)
+        c2 = to_device(count, self.device) * scale
+        s2 = to_device(target_sum, self.device) * scale
         q = None
         for _ in range(int(epochs)):
             q, inputs = self._forward(xt)
             self._adam(self._gradient(inputs, c2 * q - s2), members, lr)
         # loss = (sum c Q^2 - 2 S Q + sum G^2) / B = (sum (c2 Q - 2 s2) Q) / 2 + tsq / B
-        loss = (0.5 * ((c2 * q - 2.0 * s2) * q).sum(dim=(1, 2)).numpy().astype(np.float64)
+        loss = (0.5 * ((c2 * q - 2.0 * s2) * q).sum(dim=(1, 2)).cpu().numpy().astype(np.float64)
                 + np.asarray(target_sumsq, dtype=np.float64) * inv_b)
         loss[~members] = np.nan
-        return loss, q.numpy()
+        return loss, q.cpu().numpy()
 
     def _adam(self, grad: torch.Tensor, members: np.ndarray, lr: float) -> None:
         b1, b2 = ADAM_BETAS
@@ -254,17 +262,17 @@ class PopulationQNet:
             self._m.mul_(b1).add_(grad, alpha=1.0 - b1)
             self._v.mul_(b2).addcmul_(grad, grad, value=1.0 - b2)
         else:
-            keep = torch.as_tensor(members).view(self.n, 1)
+            keep = torch.as_tensor(members).view(self.n, 1).to(self.device)
             self._m.copy_(torch.where(keep, self._m * b1 + (1.0 - b1) * grad, self._m))
             self._v.copy_(torch.where(keep, self._v * b2 + (1.0 - b2) * grad * grad, self._v))
             step_size[~members] = 0.0
-        size = torch.as_tensor(step_size.astype(np.float32)).view(self.n, 1)
+        size = to_device(step_size, self.device).view(self.n, 1)
         self.theta.sub_(size * self._m / (self._v.sqrt() + ADAM_EPS))
 
     # -- checkpoints -------------------------------------------------------------------------
     def state_dict(self) -> dict[str, np.ndarray]:
-        return {"theta": self.theta.numpy().copy(), "adam_m": self._m.numpy().copy(),
-                "adam_v": self._v.numpy().copy(), "adam_steps": self.steps.copy()}
+        return {"theta": to_numpy(self.theta), "adam_m": to_numpy(self._m),
+                "adam_v": to_numpy(self._v), "adam_steps": self.steps.copy()}
 
     def load_state_dict(self, state: dict[str, np.ndarray], weights_in_out: bool = False) -> None:
         """``weights_in_out``: a state saved before esnb's network family, whose rows hold each
@@ -279,5 +287,5 @@ class PopulationQNet:
             order = np.concatenate([part for w, (o, i), b in self.mlp.slices()
                                     for part in (order[w].reshape(i, o).T.ravel(), order[b])])
         for k, t in (("theta", self.theta), ("adam_m", self._m), ("adam_v", self._v)):
-            t.copy_(torch.from_numpy(np.asarray(state[k], dtype=np.float32)[:, order]))
+            t.copy_(to_device(np.asarray(state[k], dtype=np.float32)[:, order], self.device))
         self.steps = np.asarray(state["adam_steps"], dtype=np.int64).copy()

@@ -28,8 +28,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from esnb.device import resolve_device
 from esnb.envs.obs_stats import ObsStats
-from esnb.nets.torch_mlp import ObsNormModule, forward, split
+from esnb.nets.torch_mlp import ObsNormModule, forward, split, to_numpy
 from esnb.rl.constants import CORRECTIONS, REWARD_CLIPPINGS
 from esnb.rl.constants import IMPALA_OPTIMIZERS as OPTIMIZERS
 from esnb.rl.impala.actor_critic import _HALF_LOG_2PI, LOG_STD_RANGE, ActorCriticSpec
@@ -129,23 +130,28 @@ def vtrace_inputs(model: ActorCritic, batch: UnrollBatch, cfg: LossConfig) -> di
     if cfg.correction not in CORRECTIONS:
         raise ValueError(f"correction must be one of {CORRECTIONS}, got {cfg.correction!r}")
     T, B = batch.T, batch.B
-    obs = torch.from_numpy(np.ascontiguousarray(batch.obs)).reshape((T + 1) * B, -1)
-    extra = torch.from_numpy(np.ascontiguousarray(batch.trunc_obs, dtype=np.float32))
+    dev = model.flat.device  # the batch goes where the learner computes
+
+    def tensor(a, dtype=None):
+        return torch.from_numpy(np.ascontiguousarray(a, dtype=dtype)).to(dev)
+
+    obs = tensor(batch.obs).reshape((T + 1) * B, -1)
+    extra = tensor(batch.trunc_obs, np.float32)
     outputs, values_all = model(torch.cat([obs, extra]) if len(extra) else obs)
     n = (T + 1) * B
-    actions = torch.from_numpy(np.ascontiguousarray(batch.actions))
+    actions = tensor(batch.actions)
     actions = actions.reshape(T * B) if model.spec.discrete else actions.reshape(T * B, -1)
     logp, entropy = model.log_prob_entropy(outputs[:T * B], actions)
 
-    rewards = torch.from_numpy(batch.rewards.astype(np.float32))
+    rewards = tensor(batch.rewards, np.float32)
     rewards = clip_rewards(rewards, cfg.reward_clipping) * cfg.reward_scale
-    ended = torch.from_numpy(batch.terminated | batch.truncated)
+    ended = tensor(batch.terminated | batch.truncated)
     discounts = torch.where(ended, 0.0, cfg.discount).to(torch.float32)
     if len(extra):  # bootstrap time-limit truncations from the value of the cut-off state
-        t, b = torch.from_numpy(batch.trunc_t), torch.from_numpy(batch.trunc_b)
+        t, b = tensor(batch.trunc_t), tensor(batch.trunc_b)
         rewards = rewards.index_put((t, b), cfg.discount * values_all[n:].detach(),
                                     accumulate=True)
-    behaviour = torch.from_numpy(batch.behaviour_log_probs.astype(np.float32))
+    behaviour = tensor(batch.behaviour_log_probs, np.float32)
     logp = logp.view(T, B)
     return {"logp": logp, "entropy": entropy.view(T, B), "values": values_all[:n].view(T + 1, B),
             "behaviour": behaviour,
@@ -209,6 +215,9 @@ class ImpalaLearner:
         Keep running observation statistics and normalise with them.
     rmsprop_eps, rmsprop_decay : float
         RMSProp's epsilon and decay (the released code: 0.1 and 0.99).
+    device : str or torch.device
+        Where the network, the optimiser's state and the batches live (``auto``: CUDA when
+        available); the actors' payload and the state are CPU numpy.
 
     Notes
     -----
@@ -220,11 +229,12 @@ class ImpalaLearner:
     """
 
     def __init__(self, spec: ActorCriticSpec, flat: np.ndarray, *, lr: float, optimizer: str,
-                 obs_norm: bool, rmsprop_eps: float, rmsprop_decay: float):
+                 obs_norm: bool, rmsprop_eps: float, rmsprop_decay: float, device="cpu"):
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
         self.spec = spec
-        self.model = ActorCritic(spec, flat)
+        self.device = resolve_device(device)
+        self.model = ActorCritic(spec, flat).to(self.device)
         if optimizer == "adam":
             self.opt = torch.optim.Adam(self.model.parameters(), lr=lr, eps=1e-5)
         elif optimizer == "rmsprop_tf":  # the released code's: TF1 semantics, eps under the root
@@ -283,7 +293,7 @@ class ImpalaLearner:
         state = self.opt.state.get(self.model.flat, {})
         for k, v in state.items():
             if torch.is_tensor(v) and v.numel() > 1:
-                arrays[f"opt_{k}"] = v.detach().numpy().copy()
+                arrays[f"opt_{k}"] = to_numpy(v)  # CPU: a checkpoint fits any device
             else:
                 meta[f"opt_{k}"] = float(v)
         obs = self.obs_stats.state_dict()
@@ -300,7 +310,7 @@ class ImpalaLearner:
         state = {}
         for k, v in arrays.items():
             if k.startswith("opt_"):
-                state[k[4:]] = torch.from_numpy(np.array(v))
+                state[k[4:]] = torch.from_numpy(np.array(v)).to(self.device)
         for k, v in meta.items():
             if k.startswith("opt_"):
                 state[k[4:]] = torch.tensor(float(v))

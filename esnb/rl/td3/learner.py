@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from esnb.device import resolve_device, to_device
 from esnb.nets import MLP
 from esnb.nets.policy import PolicySpec
 from esnb.nets.torch_mlp import FlatModule, forward
@@ -73,6 +74,10 @@ class TD3Config:
         Critic updates per actor update in :meth:`CriticLearner.td3_step`.
     leaky_slope : float
         Negative slope of the critic's leaky ReLU (torch's default 0.01).
+    device : str
+        Where :class:`CriticLearner` computes (``auto``, ``cpu``, ``cuda``, ``cuda:N``;
+        resolved where it is built). :func:`train_actor`, on the evaluation workers, stays on
+        the CPU.
     """
 
     actor_hidden: tuple[int, ...]
@@ -86,6 +91,7 @@ class TD3Config:
     noise_clip: float
     policy_delay: int
     leaky_slope: float
+    device: str
 
     @classmethod
     def of(cls, settings: Any, **changes: Any) -> TD3Config:
@@ -207,8 +213,8 @@ class TwinCritic(nn.Module):
         self.pair.load(flat)
 
 
-def _tensors(batch: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
-    return {k: torch.as_tensor(np.asarray(v, dtype=np.float32)) for k, v in batch.items()}
+def _tensors(batch: Mapping[str, np.ndarray], device) -> dict[str, torch.Tensor]:
+    return {k: to_device(v, device) for k, v in batch.items()}
 
 
 class CriticLearner:
@@ -220,7 +226,8 @@ class CriticLearner:
         The actors' layout (:func:`actor_spec`): observation/action sizes and bounds.
     config : TD3Config
     seed : int
-        Seeds the critic's initialisation and the target policy noise (a ``torch.Generator``).
+        Seeds the critic's initialisation and the target policy noise (a ``torch.Generator``
+        on the CPU, whose draws are moved to the device: the same numbers on every device).
 
     Attributes
     ----------
@@ -233,14 +240,15 @@ class CriticLearner:
     def __init__(self, spec: PolicySpec, config: TD3Config, seed: int = 0):
         self.spec = spec
         self.config = config
+        self.device = resolve_device(config.device)
         self.generator = torch.Generator().manual_seed(int(seed))
         self.critic = TwinCritic(spec.obs_dim, spec.act_dim, config.critic_hidden,
-                                 config.leaky_slope, self.generator)
+                                 config.leaky_slope, self.generator).to(self.device)
         self.target = copy.deepcopy(self.critic)
         for p in self.target.parameters():
             p.requires_grad_(False)
         self.opt = torch.optim.Adam(self.critic.parameters(), lr=config.critic_lr)
-        self.target_actor = TD3Actor(spec)
+        self.target_actor = TD3Actor(spec).to(self.device)
         self.target_actor.requires_grad_(False)
         self.actor: TD3Actor | None = None  # only for td3_step
         self.actor_target: TD3Actor | None = None
@@ -257,7 +265,8 @@ class CriticLearner:
         with torch.no_grad():
             next_a = target_actor(b["next_obs"])
             half = target_actor.a_half
-            noise = torch.randn(next_a.shape, generator=self.generator) * c.policy_noise
+            noise = torch.randn(next_a.shape, generator=self.generator).to(self.device)
+            noise = noise * c.policy_noise
             noise = noise.clamp(-c.noise_clip, c.noise_clip) * half
             low, high = target_actor.a_mid - half, target_actor.a_mid + half
             next_a = torch.maximum(torch.minimum(next_a + noise, high), low)
@@ -274,7 +283,7 @@ class CriticLearner:
 
     def update(self, batch: Mapping[str, np.ndarray]) -> tuple[float, float]:
         """One critic update (and target soft update); returns ``(loss, mean Q1)``."""
-        b = _tensors(batch)
+        b = _tensors(batch, self.device)
         loss, q = self._critic_loss(b, self.target_actor)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -301,11 +310,11 @@ class CriticLearner:
         if self.actor is None:
             rng = np.random.default_rng(int(torch.randint(2**31 - 1, (1,),
                                                           generator=self.generator)))
-            self.actor = TD3Actor(self.spec, init_actor(self.spec, rng))
+            self.actor = TD3Actor(self.spec, init_actor(self.spec, rng)).to(self.device)
             self.actor_target = copy.deepcopy(self.actor)
             self.actor_target.requires_grad_(False)
             self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=c.actor_lr)
-        b = _tensors(batch)
+        b = _tensors(batch, self.device)
         loss, q = self._critic_loss(b, self.actor_target)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -30,6 +30,7 @@ from esnb.runners.aesrl.critic import Critic, critic_state_from, state_arrays
 from esnb.runners.aesrl.tasks import TaskConfig, evaluate_mean
 from esnb.runners.base import Runner
 from esnb.runners.executor import make_executor
+from esnb.runners.placement import learner_resources
 from esnb.runners.replay_files import ReplayCheckpoints
 from esnb.runners.replay_service import ReplayService
 
@@ -153,9 +154,11 @@ class PopulationRunner(ReplayCheckpoints, MeanActor, Runner):
             checkpoint_interval=self.replay_checkpoint_interval,
             counts={"recreations": c["replay_recreations"], "lost": c["replay_lost"],
                     "checkpoints": c["replay_checkpoints"]}, **self._recovery_files())
+        resources = learner_resources(self.executor.workers(), cfg.device,
+                                      cfg.critic_resources)
         self.critic = critic_cls(self.executor, self.spec, self.td3.to_dict(), seed=cfg.seed,
                                  avoid=(self.replay.address,), state=self._critic_state,
-                                 **critic_kw)
+                                 resources=resources, **critic_kw)
 
     def _service_replay(self) -> None:
         """Recreate a lost replay (the transitions lost counted), start or collect a recovery

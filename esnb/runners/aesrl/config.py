@@ -64,6 +64,15 @@ class PopulationRLConfig(EnvSettings):
                                    help="transitions in the shared replay")
     critic_exclusive: bool = setting(True, help="keep evaluations off the critic's worker while "
                                                 "there are other workers")
+    device: str = derive(RLSettings, "device",
+                         help="where the shared critic computes: auto (cuda when torch sees a "
+                              "CUDA device on the critic's worker, else cpu), cpu, cuda or "
+                              "cuda:N; the RL individuals' actors train on CPUs")
+    critic_resources: Any = setting(
+        "auto", kind="dict", special=("auto",), nullable=True,
+        help="worker resources the critic's actor asks for; auto: {\"GPU\": 1} when device "
+             "is not cpu and a worker declares GPU (make_client(gpu_workers=N)), else a "
+             "worker of its own as usual; none: always as usual")
 
 
 @dataclass(frozen=True)

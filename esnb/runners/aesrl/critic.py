@@ -120,10 +120,14 @@ class Critic:
         Start from this learner state.
     timeout : float
         Seconds to wait for the actor's creation.
+    resources : dict, optional
+        Worker resources to ask for instead (a GPU worker:
+        :func:`~esnb.runners.placement.learner_resources`).
     """
 
     def __init__(self, executor, spec: PolicySpec, td3: dict, seed: int = 0,
-                 avoid: Iterable[str] = (), state: dict | None = None, timeout: float = 60.0):
+                 avoid: Iterable[str] = (), state: dict | None = None, timeout: float = 60.0,
+                 resources: dict | None = None):
         self.executor = executor
         self.spec = spec
         self.td3 = dict(td3)
@@ -135,7 +139,7 @@ class Critic:
         self.weights = None  # the published weights (a task result on a cluster)
         self.ref = executor.actor(CriticServer, spec, self.td3, self.seed, state,
                                   key="esnb-critic", avoid=tuple(avoid), place="last",
-                                  timeout=timeout)
+                                  timeout=timeout, resources=resources)
         if self.state is None:
             self.state = self.ref.submit("state").result(timeout=timeout)
 

@@ -120,6 +120,7 @@ class ApeXConfig(EnvSettings):
     learner_threads: int | None = setting(1, kind="int", low=1, high=1024,
                                           help="torch threads of the learner (none: leave "
                                                "them); small nets gain nothing from more")
+    device: str = derive(RLSettings, "device")
 
     def check(self) -> None:
         if self.variant != self.VARIANT:

@@ -33,7 +33,8 @@ def build_dqn(cfg, obs_dim: int, act_space, seed: int):
 def dqn_learner(cfg, net: QNetSpec, seed: int) -> DQNLearner:
     """The DQN learner of settings ``cfg`` (an Ape-X DQN config) for ``net``."""
     return DQNLearner(net, lr=cfg.lr, grad_clip=cfg.grad_clip, target_period=cfg.target_period,
-                      loss=cfg.loss, double=cfg.double, optimizer=cfg.optimizer, seed=seed)
+                      loss=cfg.loss, double=cfg.double, optimizer=cfg.optimizer, seed=seed,
+                      device=cfg.device)
 
 
 def build_dpg(cfg, obs_dim: int, act_space, seed: int):
@@ -49,7 +50,7 @@ def dpg_learner(cfg, net: DPGSpec, seed: int) -> DPGLearner:
     """The DPG learner of settings ``cfg`` (an Ape-X DPG config) for ``net``."""
     return DPGLearner(net, actor_lr=cfg.actor_lr, critic_lr=cfg.critic_lr,
                       target_period=cfg.target_period, actor_clip=cfg.actor_clip,
-                      critic_grad_clip=cfg.critic_grad_clip, seed=seed)
+                      critic_grad_clip=cfg.critic_grad_clip, seed=seed, device=cfg.device)
 
 
 class ChunkLearner:

@@ -23,7 +23,7 @@ from esnb.evo.population import Q
 from esnb.evo.schedules import SCHEDULES, VARIANTS
 from esnb.rl.constants import ENV_IDS, resolve_env
 from esnb.runners.eorl.columns import COLUMNS
-from esnb.settings import EnvSettings, Settings, derive, setting
+from esnb.settings import EnvSettings, RLSettings, Settings, derive, setting
 
 #: the variant a run takes when neither ``variant`` nor a rate is given
 DEFAULT_VARIANT = "EORL-05-05"
@@ -62,6 +62,7 @@ class EpisodeConfig(Settings):
                                          "32: Keras' fit)")
     buffer_factor: int = setting(100, low=1,
                                  help="buffer capacity in multiples of the environment's timeout")
+    device: str = derive(RLSettings, "device")
 
     #: settings that are not learner constructor arguments besides the live ones (read every
     #: episode): the learner's positional arguments and EORL's variant name

@@ -98,6 +98,8 @@ class MCLearner:
         of this size (a Keras ``fit(batch_size=32)`` reading: ~128x the steps).
     buffer_factor : int
         Buffer capacity in multiples of the environment's timeout.
+    device : str
+        Where the networks train (:class:`~esnb.rl.eorl.mc_dqn.PopulationQNet`).
 
     The values (the paper's) are declared once, in :mod:`esnb.runners.eorl.config`; build a
     learner from its settings with :meth:`of`.
@@ -107,7 +109,7 @@ class MCLearner:
 
     def __init__(self, env: str, env_kwargs: dict | None, episodes: int, seed: int, *,
                  n: int, eps_decay: float | None, hidden, lr: float, batch_size: int,
-                 epochs: int, minibatch: int | None, buffer_factor: int):
+                 epochs: int, minibatch: int | None, buffer_factor: int, device: str = "cpu"):
         self.env_id = resolve_env(env)
         self.env_kwargs = dict(env_kwargs or {})
         self.episodes = positive_int("episodes", episodes)
@@ -133,7 +135,7 @@ class MCLearner:
         self.rngs = {k: np.random.Generator(np.random.PCG64(s)) for k, s in zip(_STREAMS, seqs)}
         self.states = StateIndex(self.input_dim)
         self.net = PopulationQNet(self.n, self.input_dim, self.n_actions, self.rngs["init"],
-                                  hidden=hidden, lr=lr)
+                                  hidden=hidden, lr=lr, device=device)
         self.capacity = self.buffer_factor * self.timeout
         self.buffer = self._make_buffer()
         self.episode = 0

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from esnb.rl.constants import CORRECTIONS, REWARD_CLIPPINGS
 from esnb.rl.constants import IMPALA_OPTIMIZERS as OPTIMIZERS
-from esnb.settings import EnvSettings, derive, setting
+from esnb.settings import EnvSettings, RLSettings, derive, setting
 
 _RATIO = dict(low=0.0, low_open=True, high=1e6, log=True, live=True)
 _CODE = "google-deepmind/scalable_agent's experiment.py default"
@@ -145,3 +145,4 @@ class ImpalaConfig(EnvSettings):
         1, kind="int", low=1, high=1024,
         help="torch threads of this process, set when the runner is made (none: leave torch "
              "alone); 1: the learner's matrices are small and the cores belong to the actors")
+    device: str = derive(RLSettings, "device")

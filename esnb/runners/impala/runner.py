@@ -400,4 +400,5 @@ def impala_learner(cfg, spec, flat) -> ImpalaLearner:
     """The learner of settings ``cfg`` (an IMPALA config whose ``obs_norm`` is resolved) for
     the actor-critic ``spec`` with parameters ``flat``."""
     return ImpalaLearner(spec, flat, lr=cfg.lr, optimizer=cfg.optimizer, obs_norm=cfg.obs_norm,
-                         rmsprop_eps=cfg.rmsprop_eps, rmsprop_decay=cfg.rmsprop_decay)
+                         rmsprop_eps=cfg.rmsprop_eps, rmsprop_decay=cfg.rmsprop_decay,
+                         device=cfg.device)
