@@ -185,3 +185,13 @@ def test_cli_refuses_a_pixel_env_before_a_cluster(tmp_path, algorithm, env_id):
     assert len(lines) == 1, p.stderr  # no cluster's log lines: it never started
     assert "takes vector observations" in lines[0] and env_id in lines[0]
     assert not (tmp_path / "run").exists()
+
+
+def test_python_api_refuses_a_pixel_env_before_its_workers():
+    from esnb.runners.aesrl import AESRL
+    from esnb.runners.es import ES
+
+    with pytest.raises(ValueError, match="ES takes vector observations"):
+        ES("ALE/Pong-v5", client=False, noise_size=1_000_000)
+    with pytest.raises(ValueError, match="AESRL takes vector observations"):
+        AESRL("MinAtar/Breakout-v1", client=False)
