@@ -276,6 +276,10 @@ def test_inline_runner_is_reproducible_and_checkpoints(tmp_path):
     assert ha["learner_steps"].iloc[-1] > 0
     np.testing.assert_array_equal(ha.to_numpy(), hb.to_numpy())
     np.testing.assert_array_equal(a.params(), b.params())
+    # the replay's memory: preallocated, so constant; a CartPole transition holds at least
+    # obs and next_obs (2 x 4 float32)
+    mem = a.history[["replay_bytes", "replay_bytes_per_transition"]].to_numpy()
+    assert (mem == mem[0]).all() and mem[0, 1] >= 32 and mem[0, 0] >= 1000 * mem[0, 1]
     a.save(tmp_path / "ckpt.npz")
     c = ApeX.load(tmp_path / "ckpt.npz", client=False)
     np.testing.assert_array_equal(c.params(), a.params())

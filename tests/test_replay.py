@@ -427,3 +427,9 @@ def test_bad_sample_and_update_raise_and_change_nothing():
 def test_bad_construction(kwargs, match):
     with pytest.raises(ValueError, match=match):
         PrioritizedReplayBuffer(**kwargs)
+
+
+def test_stats_report_the_storage_memory():
+    buf = ReplayBuffer(1000, spec={"obs": ((4,), "float32"), "action": "int64"})
+    st = buf.stats()
+    assert st["bytes"] == 1000 * (4 * 4 + 8) and st["bytes_per_transition"] == 24.0

@@ -7,6 +7,8 @@ import logging
 
 import gymnasium as gym
 
+from esnb.envs.pixels import check_pixel_id, is_pixel_env, make_pixel_env
+
 log = logging.getLogger("esnb.envs")
 
 _SEEN_MUJOCO_WARNINGS: set[str] = set()
@@ -42,6 +44,9 @@ def check_env_id(env_id: str) -> None:
 
     if not isinstance(env_id, str):
         raise ValueError(f"environment id must be a string, got {env_id!r}")
+    if is_pixel_env(env_id):  # registered on demand: ale-py/minatar are optional extras
+        check_pixel_id(env_id)
+        return
     if env_id in gym.registry:
         return
     close = difflib.get_close_matches(env_id, list(gym.registry), n=5, cutoff=0.5)
@@ -56,7 +61,8 @@ def make_env(env_id: str, seed: int | None = None, max_episode_steps: int | None
     Parameters
     ----------
     env_id : str
-        A registered gymnasium id (use the v5 MuJoCo envs, e.g. ``"HalfCheetah-v5"``).
+        A registered gymnasium id (use the v5 MuJoCo envs, e.g. ``"HalfCheetah-v5"``), or a
+        pixel id (``"ALE/Pong-v5"``, ``"MinAtar/Breakout-v1"``: :mod:`esnb.envs.pixels`).
     seed : int, optional
         Seeds the first ``reset`` (and the action space's generator).
     max_episode_steps : int, optional
@@ -74,8 +80,11 @@ def make_env(env_id: str, seed: int | None = None, max_episode_steps: int | None
         raise ValueError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
     _route_mujoco_warnings()
     try:
-        env = gym.make(env_id, max_episode_steps=max_episode_steps, disable_env_checker=True,
-                       **kwargs)
+        if is_pixel_env(env_id):
+            env = make_pixel_env(env_id, max_episode_steps=max_episode_steps, **kwargs)
+        else:
+            env = gym.make(env_id, max_episode_steps=max_episode_steps,
+                           disable_env_checker=True, **kwargs)
     except TypeError as exc:  # an argument the environment does not take
         raise ValueError(f"env_kwargs {kwargs!r} do not fit {env_id!r}: {exc}") from None
     if seed is not None:

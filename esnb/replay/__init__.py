@@ -1,6 +1,8 @@
 """Replay buffers (no Dask here).
 
-Composed TorchRL-style from parts: :class:`ArrayStorage` (preallocated named arrays), a sampler
+Composed TorchRL-style from parts: :class:`ArrayStorage` (preallocated named arrays; for pixels
+:class:`FrameStorage`, each frame once, stacks rebuilt on reading, written by a
+:class:`FrameStacker` per stream), a sampler
 (:class:`UniformSampler`, :class:`PrioritizedSampler` over vectorised :class:`SumTree` /
 :class:`MinTree`), a :class:`RateLimiter`, an eviction rule and per-actor :class:`KeyFilter`
 marks. :class:`ReplayBuffer` and :class:`PrioritizedReplayBuffer` put them together;
@@ -11,6 +13,7 @@ worker dies).
 
 from esnb.replay.buffer import PrioritizedReplayBuffer, ReplayBuffer
 from esnb.replay.config import buffer_from_config, check_config
+from esnb.replay.frames import FrameStacker, FrameStorage
 from esnb.replay.limits import (
     FifoEviction,
     KeyFilter,
@@ -23,8 +26,7 @@ from esnb.replay.state import join_state, split_state
 from esnb.replay.storage import ArrayStorage
 from esnb.replay.trees import MinTree, SumTree
 
-__all__ = ["ArrayStorage", "FifoEviction", "KeyFilter", "MinTree", "PriorityEviction",
-           "PrioritizedReplayBuffer", "PrioritizedSampler", "RateLimiter", "ReplayBuffer",
-           "ReplayNotReady", "SumTree", "UniformSampler", "buffer_from_config", "check_config",
-           "join_state",
-           "split_state"]
+__all__ = ["ArrayStorage", "FifoEviction", "FrameStacker", "FrameStorage", "KeyFilter",
+           "MinTree", "PriorityEviction", "PrioritizedReplayBuffer", "PrioritizedSampler",
+           "RateLimiter", "ReplayBuffer", "ReplayNotReady", "SumTree", "UniformSampler",
+           "buffer_from_config", "check_config", "join_state", "split_state"]

@@ -142,9 +142,12 @@ class ReplayBuffer:
         return self.keys.high_water(actor)
 
     def stats(self) -> dict[str, Any]:
-        """Size, capacities and counters (plain Python values)."""
+        """Size, capacities, memory (``bytes`` held by the storage, ``bytes_per_transition``
+        = bytes / capacity) and counters (plain Python values)."""
+        nbytes = int(self.storage.nbytes)
         out: dict[str, Any] = {"size": self._n, "capacity": self.capacity,
-                               "soft_capacity": self.soft_capacity, **self.counters}
+                               "soft_capacity": self.soft_capacity, "bytes": nbytes,
+                               "bytes_per_transition": nbytes / self.capacity, **self.counters}
         if self.prioritized:
             out["max_priority"] = self.sampler.max_priority
         return out

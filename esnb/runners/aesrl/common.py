@@ -49,8 +49,10 @@ def build_setup(cfg: PopulationRLConfig):
     from gymnasium import spaces
 
     from esnb.envs.make import env_spaces
+    from esnb.envs.pixels import check_vector_obs
     from esnb.rl.td3.learner import TD3Config, actor_spec
 
+    check_vector_obs(cfg.env, cfg.algorithm)
     obs_space, act_space, _ = env_spaces(cfg.env, **cfg.env_kwargs)
     if not isinstance(act_space, spaces.Box):
         raise ValueError(f"AES-RL / CEM-RL need a Box action space; {cfg.env} has {act_space}")

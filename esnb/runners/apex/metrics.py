@@ -75,6 +75,8 @@ def history_row(runner, snap, info: dict, episodes: list, eval_return: float,
         "replay_evicted": int(st.get("evicted", 0)),
         "replay_overwritten": int(st.get("overwritten", 0)),
         "replay_duplicates": int(st.get("duplicates", 0)),
+        "replay_bytes": int(st.get("bytes", 0)),  # what the replay's storage holds in memory
+        "replay_bytes_per_transition": float(st.get("bytes_per_transition", 0.0)),
         "replay_generation": int(replay.generation) if replay is not None else -1,
         "replay_recreations": int(replay.recreations) if replay is not None else 0,
         "replay_lost": int(replay.lost_items) if replay is not None else 0,

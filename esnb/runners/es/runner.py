@@ -33,6 +33,7 @@ import numpy as np
 from esnb.controls import ControlSnapshot
 from esnb.envs.make import env_spaces
 from esnb.envs.obs_stats import ObsStats
+from esnb.envs.pixels import check_vector_obs
 from esnb.es.openai_es import OpenAIES, Step
 from esnb.nets.policy import PolicySpec, init_params
 from esnb.noise import (
@@ -96,6 +97,7 @@ class ES(Runner):
         noise = NoiseConfig.configured(cfg.noise_size, cfg.noise_seed)
         cfg = cfg.replace(noise_size=noise.size, noise_seed=noise.seed)
         super().__init__(cfg, name=name)
+        check_vector_obs(cfg.env, self.algorithm)  # before any worker makes the env
         self.executor = make_executor(client)
         env_kwargs = tuple(sorted(cfg.env_kwargs.items()))
         # workers import the rollout stack and MuJoCo meanwhile (~0.25 s of a first generation)
