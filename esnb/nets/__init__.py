@@ -6,7 +6,9 @@ numpy fast path) and the torch twin (:mod:`esnb.nets.torch_mlp`: :class:`FlatMod
 
 Modules: :mod:`~esnb.nets.mlp` (the spec, the numpy forward, the observation normalisation,
 initialisations), :mod:`~esnb.nets.layout`, :mod:`~esnb.nets.policy`,
-:mod:`~esnb.nets.numpy_policy`, :mod:`~esnb.nets.torch_mlp`.
+:mod:`~esnb.nets.numpy_policy`, :mod:`~esnb.nets.torch_mlp`; :mod:`~esnb.nets.conv` (the
+papers' convolutional torsos as layout parts: Nature DQN, IMPALA shallow and deep, MinAtar) and
+:mod:`~esnb.nets.torch_conv` (their torch forward over a flat slice).
 """
 
 from esnb.lazy import lazy_names

@@ -1,6 +1,7 @@
 """Several parts in one flat parameter vector: a dueling Q-network (torso and heads), a twin
 critic (two MLPs), an actor-critic (policy, value and log-stds), Ape-X DPG's published
-``[actor | critic]``. Parts are MLPs or plain vectors, laid end to end in declaration order.
+``[actor | critic]``. Parts are MLPs, convolutional torsos or plain vectors, laid end to end in
+declaration order.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from esnb.nets.conv import ConvTorso
 from esnb.nets.mlp import MLP
 
 
@@ -19,25 +21,27 @@ class Layout:
 
     Parameters
     ----------
-    parts : iterable of (name, MLP or int)
-        An MLP takes its ``num_params``; an int is a plain vector of that length (log-stds).
+    parts : iterable of (name, MLP, ConvTorso or int)
+        An MLP or a :class:`~esnb.nets.conv.ConvTorso` takes its ``num_params``; an int is a
+        plain vector of that length (log-stds).
     """
 
-    parts: tuple[tuple[str, MLP | int], ...]
+    parts: tuple[tuple[str, MLP | ConvTorso | int], ...]
 
-    def __init__(self, parts: Iterable[tuple[str, MLP | int]]):
-        parts = tuple((str(n), p if isinstance(p, MLP) else int(p)) for n, p in parts)
+    def __init__(self, parts: Iterable[tuple[str, MLP | ConvTorso | int]]):
+        parts = tuple((str(n), p if isinstance(p, (MLP, ConvTorso)) else int(p))
+                      for n, p in parts)
         names = [n for n, _ in parts]
         if len(set(names)) != len(names):
             raise ValueError(f"part names must be unique, got {names}")
         object.__setattr__(self, "parts", parts)
 
-    def __getitem__(self, name: str) -> MLP | int:
+    def __getitem__(self, name: str) -> MLP | ConvTorso | int:
         return dict(self.parts)[name]
 
     @staticmethod
-    def size(part: MLP | int) -> int:
-        return part.num_params if isinstance(part, MLP) else int(part)
+    def size(part: MLP | ConvTorso | int) -> int:
+        return part.num_params if isinstance(part, (MLP, ConvTorso)) else int(part)
 
     @property
     def num_params(self) -> int:

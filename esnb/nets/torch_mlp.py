@@ -33,9 +33,11 @@ def activate(h: torch.Tensor, kind: str, slope: float = 0.01) -> torch.Tensor:
     return h
 
 
-def _sizes(part: MLP | int) -> list[int]:
+def _sizes(part) -> list[int]:
+    """An MLP's tensors one by one; a plain vector or a conv torso (split again by
+    :func:`esnb.nets.torch_conv.conv_tensors`) as one piece."""
     return ([size for o, i in part.layer_shapes for size in (o * i, o)]
-            if isinstance(part, MLP) else [int(part)])
+            if isinstance(part, MLP) else [Layout.size(part)])
 
 
 def split(layout: Layout, flat: torch.Tensor) -> dict[str, tuple[torch.Tensor, ...]]:

@@ -1,0 +1,142 @@
+"""Convolutional torsos of the papers, as parts of the one flat-parameter family (no torch).
+
+A :class:`ConvTorso` is a part of a :class:`~esnb.nets.Layout` like an
+:class:`~esnb.nets.MLP`: a spec that knows its tensors' shapes, its parameter count, its output
+size and a seeded initialisation, over one slice of a run's flat float32 vector (what a learner
+publishes to actors and checkpoints). The fully connected layers after it are MLP parts of the
+same layout, so a dueling Q-network is ``torso`` + ``value`` + ``advantage`` MLPs on the
+torso's output, as in Wang et al. (2016), whose streams each have their own hidden layer. The
+torch forward over the flat slice is :func:`esnb.nets.torch_conv.conv_forward`. Inputs are
+frames ``[C, H, W]`` (uint8, scaled by 1/255 in the forward, or floats as they are).
+
+Kinds (``kind``):
+
+- ``"nature"``: Mnih et al. (2015), Nature DQN, the torso of Ape-X DQN (Horgan et al. 2018,
+  "the same dueling network architecture as Wang et al."): 32 8x8 stride 4, 64 4x4 stride 2,
+  64 3x3 stride 1, ReLU, no padding (84x84 -> 64x7x7 = 3,136).
+- ``"impala-shallow"``: Espeholt et al. (2018), figure 3 left: 16 8x8 stride 4, 32 4x4
+  stride 2, ReLU.
+- ``"impala-deep"``: figure 3 right (15 convolutions): for 16, 32, 32 channels a 3x3 stride 1
+  convolution (padding 1), a 3x3 stride 2 max-pool (padding 1) and two residual blocks
+  ``x + conv(relu(conv(relu(x))))``; a ReLU at the end (84x84 -> 32x11x11 = 3,872).
+- ``"minatar"``: Young & Tian (2019), the MinAtar DQN's: 16 3x3 stride 1, ReLU
+  (10x10 -> 16x8x8 = 1,024).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+KINDS = ("nature", "impala-shallow", "impala-deep", "minatar")
+#: (out channels, kernel, stride) of the plain stacks
+_PLAIN = {"nature": ((32, 8, 4), (64, 4, 2), (64, 3, 1)),
+          "impala-shallow": ((16, 8, 4), (32, 4, 2)),
+          "minatar": ((16, 3, 1),)}
+#: the deep IMPALA torso's section widths
+DEEP_CHANNELS = (16, 32, 32)
+
+
+def _conv_out(size: int, kernel: int, stride: int, pad: int = 0) -> int:
+    return (size + 2 * pad - kernel) // stride + 1
+
+
+@dataclass(frozen=True)
+class ConvTorso:
+    """A convolutional torso over frames ``in_shape = (C, H, W)``.
+
+    Attributes
+    ----------
+    kind : {"nature", "impala-shallow", "impala-deep", "minatar"}
+    in_shape : tuple of int
+        Channels first: a stack of 4 84x84 grey frames is ``(4, 84, 84)``, MinAtar ``(k, 10, 10)``.
+    """
+
+    kind: str
+    in_shape: tuple[int, int, int]
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"ConvTorso: kind must be one of {', '.join(KINDS)}, "
+                             f"got {self.kind!r}")
+        shape = tuple(int(s) for s in self.in_shape)
+        if len(shape) != 3 or min(shape) < 1:
+            raise ValueError(f"ConvTorso: in_shape must be (channels, height, width), got "
+                             f"{self.in_shape!r}")
+        object.__setattr__(self, "in_shape", shape)
+        if min(self.out_shape[1:]) < 1:
+            raise ValueError(f"ConvTorso {self.kind!r}: frames of {shape[1]}x{shape[2]} are too "
+                             f"small for its kernels and strides")
+
+    @cached_property
+    def tensors(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        """``(name, shape)`` of every weight and bias, in the flat vector's order."""
+        out: list[tuple[str, tuple[int, ...]]] = []
+
+        def conv(name: str, c_in: int, c_out: int, k: int) -> None:
+            out.extend(((f"{name}.w", (c_out, c_in, k, k)), (f"{name}.b", (c_out,))))
+
+        c = self.in_shape[0]
+        if self.kind == "impala-deep":
+            for i, ch in enumerate(DEEP_CHANNELS):
+                conv(f"s{i}.conv", c, ch, 3)
+                for j in range(2):
+                    conv(f"s{i}.res{j}.a", ch, ch, 3)
+                    conv(f"s{i}.res{j}.b", ch, ch, 3)
+                c = ch
+        else:
+            for i, (ch, k, _) in enumerate(_PLAIN[self.kind]):
+                conv(f"conv{i}", c, ch, k)
+                c = ch
+        return tuple(out)
+
+    @cached_property
+    def out_shape(self) -> tuple[int, int, int]:
+        """``(C, H, W)`` of the torso's output (before it is flattened)."""
+        _, h, w = self.in_shape
+        if self.kind == "impala-deep":
+            for _ in DEEP_CHANNELS:  # the convolutions keep the size; the pools halve it
+                h, w = _conv_out(h, 3, 2, 1), _conv_out(w, 3, 2, 1)
+            return DEEP_CHANNELS[-1], h, w
+        for _, k, s in _PLAIN[self.kind]:
+            h, w = _conv_out(h, k, s), _conv_out(w, k, s)
+        return _PLAIN[self.kind][-1][0], h, w
+
+    @property
+    def out_dim(self) -> int:
+        """Size of the flattened output: the input of the MLP parts after it."""
+        c, h, w = self.out_shape
+        return c * h * w
+
+    @property
+    def num_params(self) -> int:
+        return sum(int(np.prod(shape)) for _, shape in self.tensors)
+
+    def init(self, rng: np.random.Generator) -> np.ndarray:
+        """Initial parameters: every weight and bias uniform in ``±1/sqrt(fan_in)`` (torch's
+        default for convolutions), from ``rng``; float32."""
+        parts, fan_in = [], 1
+        for name, shape in self.tensors:
+            if name.endswith(".w"):  # a bias takes the fan-in of its weight, just before it
+                fan_in = int(np.prod(shape[1:]))
+            bound = 1.0 / np.sqrt(fan_in)
+            parts.append(rng.uniform(-bound, bound, size=shape).astype(np.float32).ravel())
+        return np.concatenate(parts)
+
+
+def torso_for(obs_shape: tuple[int, ...], algorithm: str) -> ConvTorso | None:
+    """The paper's torso for observations of ``obs_shape``, or None for vector observations.
+
+    Frames ``(C, 84, 84)`` get Ape-X's Nature torso (``algorithm="apex"``) or IMPALA's deep
+    one (``"impala"``: its Atari results use it); MinAtar's ``(k, 10, 10)`` the MinAtar DQN's.
+    """
+    shape = tuple(int(s) for s in obs_shape)
+    if len(shape) != 3:
+        return None
+    if shape[1:] == (10, 10):
+        return ConvTorso("minatar", shape)
+    if algorithm == "impala":
+        return ConvTorso("impala-deep", shape)
+    return ConvTorso("nature", shape)

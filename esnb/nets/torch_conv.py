@@ -1,0 +1,49 @@
+"""The torch forward of a :class:`~esnb.nets.conv.ConvTorso` over its slice of a flat vector.
+
+Like :mod:`esnb.nets.torch_mlp`, the parameters are views of one flat tensor (no modules), so a
+learner differentiates the vector it publishes and checkpoints, and an actor of a pixel task
+(which may import torch) runs the same function on the published copy.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from esnb.nets.conv import _PLAIN, DEEP_CHANNELS, ConvTorso
+
+
+def conv_tensors(torso: ConvTorso, flat: torch.Tensor) -> dict[str, torch.Tensor]:
+    """``{name: tensor}`` views of ``flat`` (``[torso.num_params]``) in the torso's shapes."""
+    if tuple(flat.shape) != (torso.num_params,):
+        raise ValueError(f"ConvTorso {torso.kind!r} needs {torso.num_params} parameters, got "
+                         f"shape {tuple(flat.shape)}")
+    sizes = [math.prod(shape) for _, shape in torso.tensors]
+    return {name: piece.view(shape) for (name, shape), piece
+            in zip(torso.tensors, flat.split(sizes))}
+
+
+def conv_forward(torso: ConvTorso, flat: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
+    """The torso's flattened output ``[B, torso.out_dim]`` for ``frames`` ``[B, C, H, W]``
+    (uint8 frames are scaled by 1/255; floats are taken as they are)."""
+    if tuple(frames.shape[1:]) != torso.in_shape:
+        raise ValueError(f"ConvTorso {torso.kind!r} takes frames of shape {torso.in_shape}, "
+                         f"got {tuple(frames.shape[1:])}")
+    p = conv_tensors(torso, flat)
+    x = frames.to(flat.dtype) / 255.0 if frames.dtype == torch.uint8 else frames.to(flat.dtype)
+    if torso.kind == "impala-deep":
+        for i, _ in enumerate(DEEP_CHANNELS):
+            x = F.conv2d(x, p[f"s{i}.conv.w"], p[f"s{i}.conv.b"], padding=1)
+            x = F.max_pool2d(x, 3, stride=2, padding=1)
+            for j in range(2):
+                h = F.conv2d(torch.relu(x), p[f"s{i}.res{j}.a.w"], p[f"s{i}.res{j}.a.b"],
+                             padding=1)
+                x = x + F.conv2d(torch.relu(h), p[f"s{i}.res{j}.b.w"], p[f"s{i}.res{j}.b.b"],
+                                 padding=1)
+        x = torch.relu(x)
+    else:
+        for i, (_, _, stride) in enumerate(_PLAIN[torso.kind]):
+            x = torch.relu(F.conv2d(x, p[f"conv{i}.w"], p[f"conv{i}.b"], stride=stride))
+    return x.flatten(1)
