@@ -121,9 +121,9 @@ def add_arguments(p) -> None:
 
 
 def child(mode: str, workers: int, generations: int, population: int, env: str,
-          tree: str | None = None, source: str = CHILD) -> dict:
+          tree: str | None = None, source: str = CHILD, python: str = sys.executable) -> dict:
     """Run ``source`` (:data:`CHILD`, or another benchmark's program taking the same
-    arguments) in a fresh interpreter (on the esnb in ``tree`` if given); its
+    arguments) in a fresh interpreter, ``python`` (on the esnb in ``tree`` if given); its
     ``ESNB-BENCH {json}`` line."""
     environ = dict(os.environ)
     if tree is not None:
@@ -132,7 +132,7 @@ def child(mode: str, workers: int, generations: int, population: int, env: str,
     # the child runs from its tree, so "import esnb" finds that tree's package first
     environ["ESNB_BENCH_LAUNCHED"] = repr(time.time())
     proc = subprocess.run(
-        [sys.executable, "-c", source, mode, str(workers), str(generations), str(population),
+        [python, "-c", source, mode, str(workers), str(generations), str(population),
          env], capture_output=True, text=True, env=environ, cwd=tree or os.getcwd(),
         timeout=900)
     for line in proc.stdout.splitlines():
