@@ -46,8 +46,8 @@ WARM_UP = 2
 MISSING = ("EvoTorch is not importable by {python}: install the extra there (pip install "
            "'esnb[evotorch]') or pass --evotorch-python PATH, a python that has evotorch and ray")
 
-#: Ray's error when its node does not start in time (the EvoTorch run is retried once)
-RAY_START_FAILED = "timed out during startup"
+#: Ray's error when its node does not start in time, and the EvoTorch runs tried before giving up
+RAY_START_FAILED, ATTEMPTS = "timed out during startup", 3
 
 #: EvoTorch in a fresh interpreter, taking rollout.CHILD's arguments; SETTINGS (prepended by
 #: :func:`evotorch_rate`) define NETWORK, SIGMA, LR, OBS_NORM and WARM_UP
@@ -127,15 +127,15 @@ def evotorch_rate(env: str, workers: int, generations: int, population: int, es:
     versions, steps/s per actor."""
     settings = (f"NETWORK, SIGMA, LR, OBS_NORM, WARM_UP = {network(es)!r}, {es.sigma!r}, "
                 f"{es.lr!r}, {es.obs_norm!r}, {WARM_UP}\n")
-    for attempt in (1, 2):
+    for attempt in range(1, ATTEMPTS + 1):
         try:
             out = child("evotorch", workers, generations, population, env,
                         source=settings + EVOTORCH_CHILD, python=python)
             break
         except RuntimeError as exc:
             # Ray gives its node a fixed 30 s to start, which its agents' imports can miss on
-            # a loaded 2-core machine: once more, in a fresh process (the failed one is gone)
-            if RAY_START_FAILED not in str(exc) or attempt == 2:
+            # a loaded 2-core machine: again, in a fresh process (the failed one is gone)
+            if RAY_START_FAILED not in str(exc) or attempt == ATTEMPTS:
                 raise
             print("  (Ray's node did not start within its 30 s; EvoTorch run again)")
     return {**out, "per_core": out["steps"] / out["seconds"] / workers, "attempts": attempt}
