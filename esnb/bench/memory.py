@@ -127,10 +127,11 @@ def add_arguments(p) -> None:
 
 
 def child(mode: str, workers: int, generations: int, population: int, env: str,
-          tree: str | None = None, source: str = CHILD, extra_env: dict | None = None) -> dict:
+          tree: str | None = None, source: str = CHILD, extra_env: dict | None = None,
+          python: str = sys.executable) -> dict:
     """Run ``source`` (:data:`CHILD`, or another benchmark's program taking the same
-    arguments) in a fresh interpreter (on the esnb in ``tree`` if given, with ``extra_env``
-    set); its ``ESNB-BENCH {json}`` line."""
+    arguments) in a fresh interpreter, ``python`` (on the esnb in ``tree`` if given, with
+    ``extra_env`` set); its ``ESNB-BENCH {json}`` line."""
     environ = {**os.environ, **(extra_env or {})}
     if tree is not None:
         environ["PYTHONPATH"] = os.pathsep.join(
@@ -138,7 +139,7 @@ def child(mode: str, workers: int, generations: int, population: int, env: str,
     # the child runs from its tree, so "import esnb" finds that tree's package first
     environ["ESNB_BENCH_LAUNCHED"] = repr(time.time())
     proc = subprocess.run(
-        [sys.executable, "-c", source, mode, str(workers), str(generations), str(population),
+        [python, "-c", source, mode, str(workers), str(generations), str(population),
          env], capture_output=True, text=True, env=environ, cwd=tree or os.getcwd(),
         timeout=900)
     for line in proc.stdout.splitlines():

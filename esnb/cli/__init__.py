@@ -34,6 +34,7 @@ BENCHMARKS: dict[str, str] = {
     "aes-time": "esnb.bench.aes_time",
     "aes-rules": "esnb.bench.aes_rules",
     "rollout": "esnb.bench.rollout",
+    "es-vs-evotorch": "esnb.bench.es_vs_evotorch",
     "results": "esnb.bench.results.command",
 }
 
