@@ -8,7 +8,7 @@ Dueling architecture: Wang et al. 2016, "Dueling Network Architectures for Deep 
 
 On frames (``QNetSpec(torso=ConvTorso(...))``) the torso is a paper's convolutional one
 (:mod:`esnb.nets.conv`) and each dueling stream has its own hidden layer, as in Wang et al.;
-its forward is torch's (:mod:`esnb.rl.apex.torch_nets`, imported only then), so actors of
+its forward is torch's (:mod:`esnb.rl.apex.torch_q`, imported only then), so actors of
 pixel tasks import torch and vector-observation actors do not.
 """
 
@@ -211,7 +211,7 @@ def q_values(spec: QNetSpec, params, obs: np.ndarray) -> np.ndarray:
     flat vector or :func:`unpack` of it."""
     params = _unpacked(spec, params)
     if spec.torso is not None:
-        from esnb.rl.apex.torch_nets import frame_q_values
+        from esnb.rl.apex.torch_q import frame_q_values
 
         return frame_q_values(spec, params["flat"], obs)
     h = run(params["torso"], np.asarray(obs, dtype=np.float32).reshape(-1, spec.obs_dim))

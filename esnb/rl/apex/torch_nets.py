@@ -15,10 +15,10 @@ import numpy as np
 import torch
 
 from esnb.nets import Layout, torch_mlp
-from esnb.nets.torch_conv import conv_forward
-from esnb.nets.torch_mlp import FlatModule
 from esnb.nets.conv import ConvTorso
+from esnb.nets.torch_mlp import FlatModule
 from esnb.rl.apex.nets import DPGSpec, QNetSpec
+from esnb.rl.apex.torch_q import q_forward
 
 #: DDPG's bound of the output layers' initial weights and biases
 DPG_LAST_BOUND = 3e-3
@@ -39,29 +39,6 @@ def _init(layout: Layout, generator: torch.Generator, last_bound: dict | None = 
         return torch_mlp.init_fan_in(p, generator, last_bound.get(name))
 
     return torch.cat([part(name, p) for name, p in layout.parts])
-
-
-def q_forward(spec: QNetSpec, flat: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
-    """Q-values ``[B, n_actions]`` of ``obs`` from the flat vector ``flat``: what the learner
-    differentiates and, for frames, what actors run on their published copy."""
-    lay = spec.layout
-    p = torch_mlp.split(lay, flat)
-    if spec.torso is not None:
-        h = conv_forward(spec.torso, p["torso"][0], obs.reshape(-1, *spec.torso.in_shape))
-    else:
-        h = torch_mlp.forward(lay["torso"], p["torso"], obs)
-    if not spec.dueling:
-        return torch_mlp.forward(lay["head"], p["head"], h)
-    v = torch_mlp.forward(lay["value"], p["value"], h)
-    a = torch_mlp.forward(lay["advantage"], p["advantage"], h)
-    return v + a - a.mean(dim=1, keepdim=True)
-
-
-def frame_q_values(spec: QNetSpec, flat: torch.Tensor, obs) -> np.ndarray:
-    """An actor's Q-values (numpy float32) of frames ``obs`` (uint8, as stored) from its
-    published copy ``flat`` (a CPU tensor)."""
-    with torch.no_grad():
-        return q_forward(spec, flat, torch.from_numpy(np.ascontiguousarray(obs))).numpy()
 
 
 class QNetwork(FlatModule):
