@@ -52,7 +52,7 @@ class Reference(nn.Module):
 
     def forward(self, x):
         c = {k: v for k, v in self.convs.items()}
-        x = x.float() / 255.0
+        x = x.float() / (1.0 if self.torso.kind == "minatar" else 255.0)
         if self.torso.kind != "impala-deep":
             for k in sorted(c):
                 x = torch.relu(c[k](x))

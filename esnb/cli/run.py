@@ -117,11 +117,13 @@ def check_cluster(args) -> None:
 def check_env(config) -> None:
     """The run's environment exists and takes its keyword arguments: one step of it here,
     before any cluster starts (a wrong value fails there, not deep inside a worker). A pixel
-    env (Atari, MinAtar) is refused: no algorithm's network takes frames yet (issue 22)."""
+    env (Atari, MinAtar) is refused unless the algorithm's network takes frames (Ape-X DQN;
+    issue 22)."""
     from esnb.envs.make import check_env_works
     from esnb.envs.pixels import check_vector_obs
 
-    check_vector_obs(config.env, type(config).algorithm)
+    if not getattr(type(config), "takes_frames", False):
+        check_vector_obs(config.env, type(config).algorithm)
     if config.declarations()["env"][0].choices:  # esnb's own envs, made by their runner
         return
     check_env_works(config.env, getattr(config, "env_kwargs", None) or {},

@@ -7,7 +7,10 @@ publishes to actors and checkpoints). The fully connected layers after it are ML
 same layout, so a dueling Q-network is ``torso`` + ``value`` + ``advantage`` MLPs on the
 torso's output, as in Wang et al. (2016), whose streams each have their own hidden layer. The
 torch forward over the flat slice is :func:`esnb.nets.torch_conv.conv_forward`. Inputs are
-frames ``[C, H, W]`` (uint8, scaled by 1/255 in the forward, or floats as they are).
+frames ``[C, H, W]`` of raw values (uint8, or the same values as floats), multiplied by the
+torso's ``scale`` in the forward: 1/255 for ALE's 0..255 grey frames (Mnih et al. 2015 divide
+by 255), 1 for MinAtar, whose channels are already 0/1 booleans (Young & Tian 2019 feed them
+as they are).
 
 Kinds (``kind``):
 
@@ -52,15 +55,24 @@ class ConvTorso:
     kind : {"nature", "impala-shallow", "impala-deep", "minatar"}
     in_shape : tuple of int
         Channels first: a stack of 4 84x84 grey frames is ``(4, 84, 84)``, MinAtar ``(k, 10, 10)``.
+    scale : float, optional
+        What the forward multiplies the raw frame values by (none: the kind's inputs, 1 for
+        ``"minatar"``'s 0/1 channels, 1/255 for the others' 0..255 frames).
     """
 
     kind: str
     in_shape: tuple[int, int, int]
+    scale: float | None = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"ConvTorso: kind must be one of {', '.join(KINDS)}, "
                              f"got {self.kind!r}")
+        scale = (1.0 if self.kind == "minatar" else 1.0 / 255.0) if self.scale is None \
+            else float(self.scale)
+        if not (np.isfinite(scale) and scale > 0):
+            raise ValueError(f"ConvTorso: scale must be a finite number > 0, got {self.scale!r}")
+        object.__setattr__(self, "scale", scale)
         shape = tuple(int(s) for s in self.in_shape)
         if len(shape) != 3 or min(shape) < 1:
             raise ValueError(f"ConvTorso: in_shape must be (channels, height, width), got "
@@ -124,6 +136,13 @@ class ConvTorso:
             bound = 1.0 / np.sqrt(fan_in)
             parts.append(rng.uniform(-bound, bound, size=shape).astype(np.float32).ravel())
         return np.concatenate(parts)
+
+
+def scale_for(high) -> float:
+    """The input scale of frames whose largest value is ``high`` (an observation space's
+    ``high``): ``1/high``, so inputs lie in [0, 1] (1/255 for ALE frames, 1 for MinAtar's)."""
+    top = float(np.max(high))
+    return 1.0 / top if np.isfinite(top) and top > 0 else 1.0
 
 
 def torso_for(obs_shape: tuple[int, ...], algorithm: str) -> ConvTorso | None:

@@ -26,13 +26,14 @@ def conv_tensors(torso: ConvTorso, flat: torch.Tensor) -> dict[str, torch.Tensor
 
 
 def conv_forward(torso: ConvTorso, flat: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
-    """The torso's flattened output ``[B, torso.out_dim]`` for ``frames`` ``[B, C, H, W]``
-    (uint8 frames are scaled by 1/255; floats are taken as they are)."""
+    """The torso's flattened output ``[B, torso.out_dim]`` for ``frames`` ``[B, C, H, W]``:
+    raw values (uint8, or the same values as floats, as a learner's batches arrive on its
+    device), multiplied by ``torso.scale`` (explicit: MinAtar's 0/1 channels are not 0..255)."""
     if tuple(frames.shape[1:]) != torso.in_shape:
         raise ValueError(f"ConvTorso {torso.kind!r} takes frames of shape {torso.in_shape}, "
                          f"got {tuple(frames.shape[1:])}")
     p = conv_tensors(torso, flat)
-    x = frames.to(flat.dtype) / 255.0 if frames.dtype == torch.uint8 else frames.to(flat.dtype)
+    x = frames.to(flat.dtype) * torso.scale
     if torso.kind == "impala-deep":
         for i, _ in enumerate(DEEP_CHANNELS):
             x = F.conv2d(x, p[f"s{i}.conv.w"], p[f"s{i}.conv.b"], padding=1)

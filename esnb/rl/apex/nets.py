@@ -5,6 +5,11 @@ it back in numpy (no torch), and it is what the learner publishes and checkpoint
 
 Dueling architecture: Wang et al. 2016, "Dueling Network Architectures for Deep RL":
 ``Q(s, a) = V(s) + A(s, a) - mean_a A(s, a)``.
+
+On frames (``QNetSpec(torso=ConvTorso(...))``) the torso is a paper's convolutional one
+(:mod:`esnb.nets.conv`) and each dueling stream has its own hidden layer, as in Wang et al.;
+its forward is torch's (:mod:`esnb.rl.apex.torch_q`, imported only then), so actors of
+pixel tasks import torch and vector-observation actors do not.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from functools import cached_property
 import numpy as np
 
 from esnb.nets import MLP, Layout
+from esnb.nets.conv import ConvTorso
 from esnb.nets.mlp import run
 
 ACTIVATIONS = ("relu", "tanh")
@@ -32,16 +38,24 @@ def _check_sizes(name: str, obs_dim: int, out_dim: int, hidden: tuple[int, ...],
 
 @dataclass(frozen=True)
 class QNetSpec:
-    """A (dueling) Q-network over a flat observation.
+    """A (dueling) Q-network over a flat observation, or over frames with a conv torso.
 
     Attributes
     ----------
     obs_dim, n_actions : int
+        ``obs_dim``: the observation's size (frames: ``C * H * W``).
     hidden : tuple of int
-        Torso sizes; the dueling heads are linear layers on the last one.
+        Vector observations: the MLP torso's sizes, the heads linear layers on the last one.
+        Frames: the hidden layer of each head (one size): MinAtar's DQN has one fully
+        connected layer of 128 after its convolution (Young & Tian 2019, section 4), the
+        Nature DQN one of 512 (Mnih et al. 2015), and Wang et al.'s dueling streams each have
+        their own.
     dueling : bool
-        Value + advantage heads (Ape-X); False: one linear head.
+        Value + advantage heads (Ape-X); False: one head.
     activation : {"relu", "tanh"}
+    torso : ConvTorso, optional
+        A convolutional torso over frames ``torso.in_shape`` (uint8 observations); none: an
+        MLP over float32 vectors.
     """
 
     obs_dim: int
@@ -49,19 +63,47 @@ class QNetSpec:
     hidden: tuple[int, ...] = (64, 64)
     dueling: bool = True
     activation: str = "relu"
+    torso: ConvTorso | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
         _check_sizes("QNetSpec", self.obs_dim, self.n_actions, self.hidden, self.activation)
+        if self.torso is not None:
+            if int(np.prod(self.torso.in_shape)) != self.obs_dim:
+                raise ValueError(f"QNetSpec: obs_dim {self.obs_dim} is not the torso's frames "
+                                 f"{self.torso.in_shape}")
+            if len(self.hidden) != 1:
+                raise ValueError(f"QNetSpec: a conv torso's heads take one hidden size, got "
+                                 f"{self.hidden}")
+
+    @property
+    def obs_shape(self) -> tuple[int, ...]:
+        """One observation's shape as actors store it: the frames, or ``(obs_dim,)``."""
+        return self.torso.in_shape if self.torso is not None else (self.obs_dim,)
+
+    @property
+    def obs_dtype(self) -> np.dtype:
+        """uint8 frames (a quarter of float32's bytes in actors and replay), float32 vectors."""
+        return np.dtype(np.uint8 if self.torso is not None else np.float32)
 
     @cached_property
     def layout(self) -> Layout:
         """``torso`` (every hidden layer followed by the activation), then the linear heads
-        on its output: ``value`` (1) and ``advantage`` (``n_actions``), or one ``head``."""
-        torso = MLP((self.obs_dim, *self.hidden), self.activation, output=self.activation)
-        last = self.hidden[-1]
-        heads = ([("value", MLP((last, 1))), ("advantage", MLP((last, self.n_actions)))]
-                 if self.dueling else [("head", MLP((last, self.n_actions)))])
+        on its output: ``value`` (1) and ``advantage`` (``n_actions``), or one ``head``.
+        With a conv torso each head has the hidden layer ``hidden`` (activation) first."""
+        if self.torso is not None:
+            torso = self.torso
+
+            def head(n: int) -> MLP:
+                return MLP((self.torso.out_dim, *self.hidden, n), self.activation)
+        else:
+            torso = MLP((self.obs_dim, *self.hidden), self.activation, output=self.activation)
+
+            def head(n: int) -> MLP:
+                return MLP((self.hidden[-1], n))
+
+        heads = ([("value", head(1)), ("advantage", head(self.n_actions))]
+                 if self.dueling else [("head", head(self.n_actions))])
         return Layout([("torso", torso), *heads])
 
     @property
@@ -69,9 +111,13 @@ class QNetSpec:
         return self.layout.num_params
 
     def to_dict(self) -> dict:
-        return {"obs_dim": self.obs_dim, "n_actions": self.n_actions,
-                "hidden": list(self.hidden), "dueling": self.dueling,
-                "activation": self.activation}
+        out = {"obs_dim": self.obs_dim, "n_actions": self.n_actions,
+               "hidden": list(self.hidden), "dueling": self.dueling,
+               "activation": self.activation}
+        if self.torso is not None:
+            out["torso"] = {"kind": self.torso.kind, "in_shape": list(self.torso.in_shape),
+                            "scale": self.torso.scale}
+        return out
 
 
 @dataclass(frozen=True)
@@ -147,7 +193,12 @@ def unpack(spec: QNetSpec | DPGSpec, flat) -> dict[str, list[tuple]]:
     vector ``flat``, float32). The forwards below take these or ``flat`` itself; an actor
     unpacks once per published vector (a forward of a few observations is overhead-bound:
     ~15 us from unpacked layers, ~30 us through ``MLP.forward`` on the parts of ``flat``)."""
-    parts = spec.layout.split(np.asarray(flat, dtype=np.float32))
+    flat = np.asarray(flat, dtype=np.float32)
+    if getattr(spec, "torso", None) is not None:  # frames: torch's forward reads the vector
+        import torch
+
+        return {"flat": torch.from_numpy(flat)}
+    parts = spec.layout.split(flat)
     return {name: mlp.unpack(parts[name]) for name, mlp in spec.layout.parts}
 
 
@@ -159,6 +210,10 @@ def q_values(spec: QNetSpec, params, obs: np.ndarray) -> np.ndarray:
     """Q-values ``[batch, n_actions]`` of a batch of observations (float32); ``params``: the
     flat vector or :func:`unpack` of it."""
     params = _unpacked(spec, params)
+    if spec.torso is not None:
+        from esnb.rl.apex.torch_q import frame_q_values
+
+        return frame_q_values(spec, params["flat"], obs)
     h = run(params["torso"], np.asarray(obs, dtype=np.float32).reshape(-1, spec.obs_dim))
     if not spec.dueling:
         return run(params["head"], h)
@@ -187,12 +242,14 @@ def dpg_q(spec: DPGSpec, params, obs: np.ndarray, action: np.ndarray) -> np.ndar
 
 
 # -- transitions and initial priorities (actors; numpy only) ----------------------------------
-def transition_spec(obs_dim: int, act_shape: tuple[int, ...] = (),
-                    act_dtype: str = "int64") -> dict:
-    """Replay fields of an n-step transition (float32 observations)."""
-    return {"obs": ((obs_dim,), np.float32), "action": (tuple(act_shape), np.dtype(act_dtype)),
-            "reward": ((), np.float32), "next_obs": ((obs_dim,), np.float32),
-            "discount": ((), np.float32)}
+def transition_spec(obs_dim: int | tuple[int, ...], act_shape: tuple[int, ...] = (),
+                    act_dtype: str = "int64", obs_dtype=np.float32) -> dict:
+    """Replay fields of an n-step transition: observations of shape ``obs_dim`` (an int: a
+    vector) and ``obs_dtype`` (float32 vectors; uint8 frames)."""
+    shape = (int(obs_dim),) if np.ndim(obs_dim) == 0 else tuple(int(d) for d in obs_dim)
+    obs = (shape, np.dtype(obs_dtype))
+    return {"obs": obs, "action": (tuple(act_shape), np.dtype(act_dtype)),
+            "reward": ((), np.float32), "next_obs": obs, "discount": ((), np.float32)}
 
 
 def dqn_td_errors(spec: QNetSpec, params, batch: dict) -> np.ndarray:

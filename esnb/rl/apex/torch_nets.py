@@ -11,11 +11,14 @@ values are near zero.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from esnb.nets import Layout, torch_mlp
+from esnb.nets.conv import ConvTorso
 from esnb.nets.torch_mlp import FlatModule
 from esnb.rl.apex.nets import DPGSpec, QNetSpec
+from esnb.rl.apex.torch_q import q_forward
 
 #: DDPG's bound of the output layers' initial weights and biases
 DPG_LAST_BOUND = 3e-3
@@ -24,10 +27,18 @@ DPG_LAST_BOUND = 3e-3
 def _init(layout: Layout, generator: torch.Generator, last_bound: dict | None = None
                 ) -> torch.Tensor:
     """Every part's :func:`~esnb.nets.torch_mlp.init_fan_in`, in layout order (``last_bound``:
-    the output layer's bound of the parts named in it)."""
+    the output layer's bound of the parts named in it); a conv torso's
+    :meth:`~esnb.nets.conv.ConvTorso.init` (torch's default bounds too) from a numpy
+    generator seeded by ``generator``."""
     last_bound = last_bound or {}
-    return torch.cat([torch_mlp.init_fan_in(mlp, generator, last_bound.get(name))
-                      for name, mlp in layout.parts])
+
+    def part(name, p):
+        if isinstance(p, ConvTorso):
+            seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+            return torch.from_numpy(p.init(np.random.default_rng(seed)))
+        return torch_mlp.init_fan_in(p, generator, last_bound.get(name))
+
+    return torch.cat([part(name, p) for name, p in layout.parts])
 
 
 class QNetwork(FlatModule):
@@ -35,16 +46,10 @@ class QNetwork(FlatModule):
 
     def __init__(self, spec: QNetSpec, generator: torch.Generator):
         super().__init__(spec.num_params, _init(spec.layout, generator))
-        self.spec, self.mlps = spec, dict(spec.layout.parts)
+        self.spec = spec
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        p, mlp = torch_mlp.split(self.spec.layout, self.flat), self.mlps
-        h = torch_mlp.forward(mlp["torso"], p["torso"], obs)
-        if not self.spec.dueling:
-            return torch_mlp.forward(mlp["head"], p["head"], h)
-        v = torch_mlp.forward(mlp["value"], p["value"], h)
-        a = torch_mlp.forward(mlp["advantage"], p["advantage"], h)
-        return v + a - a.mean(dim=1, keepdim=True)
+        return q_forward(self.spec, self.flat, obs)
 
 
 class DPGActor(FlatModule):

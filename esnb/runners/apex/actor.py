@@ -9,7 +9,8 @@ flushes, and tags each transition with a key (actor id, sequence number) so the 
 drop a batch it has already received.
 
 One :class:`ActorGroup` steps several actors in lock-step so their network forward passes are
-one batched numpy call; an actor loop (:mod:`esnb.runners.apex.tasks`) runs one group, on a
+one batched call (numpy; torch for a conv Q-network over frames, which stay uint8 in the
+buffer and the replay); an actor loop (:mod:`esnb.runners.apex.tasks`) runs one group, on a
 worker or in this process.
 """
 
@@ -110,7 +111,8 @@ class ActorGroup:
         self._env_seeds = [int(np.random.SeedSequence([int(seed), i]).generate_state(1)[0])
                            for i in ids]
         self.builders = [NStepBuilder(cfg.n_step, cfg.gamma) for _ in ids]
-        self.obs = np.stack([np.asarray(e.core.reset(seed=s)[0], dtype=np.float32).ravel()
+        self._obs_shape, self._obs_dtype = obs_layout(cfg.net)
+        self.obs = np.stack([self._as_obs(e.core.reset(seed=s)[0])
                              for e, s in zip(self.envs, self._env_seeds, strict=True)])
         self.t = np.zeros(self.k, dtype=np.int64)
         self.ep_return = np.zeros(self.k)
@@ -128,6 +130,11 @@ class ActorGroup:
             self._low = np.asarray(spec.low, dtype=np.float32)
             self._high = np.asarray(spec.high, dtype=np.float32)
             self._half = 0.5 * (self._high - self._low)
+
+    def _as_obs(self, obs) -> np.ndarray:
+        """One observation as the network and the replay take it (a float32 vector; uint8
+        frames kept as they are)."""
+        return np.asarray(obs, dtype=self._obs_dtype).reshape(self._obs_shape)
 
     # -- configuration -----------------------------------------------------------------------
     def set_exploration(self, base: float, alpha: float) -> None:
@@ -150,14 +157,14 @@ class ActorGroup:
     def _allocate(self, size: int) -> dict[str, np.ndarray]:
         """The local buffer: preallocated rows, written one transition at a time (a list of
         tuples stacked at flush time cost more than the environment step)."""
-        obs_dim = self.obs.shape[1]
+        obs = (size, *self._obs_shape)
         if self.cfg.variant == "dqn":
             action = np.zeros(size, dtype=np.int64)
         else:
             action = np.zeros((size, self.cfg.net.act_dim), dtype=np.float32)
-        return {"obs": np.zeros((size, obs_dim), np.float32), "action": action,
+        return {"obs": np.zeros(obs, self._obs_dtype), "action": action,
                 "reward": np.zeros(size, np.float32),
-                "next_obs": np.zeros((size, obs_dim), np.float32),
+                "next_obs": np.zeros(obs, self._obs_dtype),
                 "discount": np.zeros(size, np.float32), "actor": np.zeros(size, np.int64),
                 "seq": np.zeros(size, np.int64)}
 
@@ -208,7 +215,7 @@ class ActorGroup:
                 nxt, r, term, trunc, _ = env.core.step(a)
                 self.t[j] += 1
                 r = float(r)
-                nxt = np.asarray(nxt, dtype=np.float32).ravel()
+                nxt = self._as_obs(nxt)
                 # a sum is finite iff every entry is (short of overflow): one call, not two
                 if not (math.isfinite(r) and math.isfinite(nxt.sum())):
                     # a broken step ends the episode without a transition
@@ -232,7 +239,7 @@ class ActorGroup:
         return steps
 
     def _reset(self, j: int) -> None:
-        self.obs[j] = np.asarray(self.envs[j].core.reset()[0], dtype=np.float32).ravel()
+        self.obs[j] = self._as_obs(self.envs[j].core.reset()[0])
         self.t[j] = 0
         self.ep_return[j] = 0.0
 
@@ -273,6 +280,14 @@ class ActorGroup:
             e.close()
 
 
+def obs_layout(net: QNetSpec | DPGSpec) -> tuple[tuple[int, ...], np.dtype]:
+    """``(shape, dtype)`` of one observation for ``net``: uint8 frames for a conv Q-network,
+    else a float32 vector."""
+    if isinstance(net, QNetSpec):
+        return net.obs_shape, net.obs_dtype
+    return (net.obs_dim,), np.dtype(np.float32)
+
+
 def greedy_policy(net: QNetSpec | DPGSpec, flat: np.ndarray):
     """``act(obs_batch) -> actions``: greedy (DQN) or noise-free (DPG) actions of the
     published parameters ``flat``."""
@@ -286,8 +301,9 @@ def greedy_returns(cfg: ActorConfig, flat: np.ndarray, env: FastEnv, seeds) -> n
     """Returns of noise-free episodes of the published parameters ``flat``, one episode per
     seed (:func:`esnb.envs.rollout.run_episode`)."""
     act = greedy_policy(cfg.net, flat)
+    shape, dtype = obs_layout(cfg.net)
 
     def policy(obs):
-        return act(np.asarray(obs, np.float32).reshape(1, -1))[0]
+        return act(np.asarray(obs, dtype).reshape(1, *shape))[0]
 
     return np.array([run_episode(env, policy, int(seed)).ret for seed in seeds])

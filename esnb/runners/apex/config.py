@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from esnb.nets.conv import KINDS
 from esnb.rl.constants import DQN_LOSSES as LOSSES
 from esnb.rl.constants import DQN_OPTIMIZERS as OPTIMIZERS
 from esnb.settings import EnvSettings, RLSettings, derive, setting
@@ -149,6 +150,8 @@ class ApeXDQNConfig(ApeXConfig):
     algorithm = "ApeX"
     title = "Ape-X"
     VARIANT = "dqn"
+    #: its network takes frames (a conv torso): pixel environments are not refused
+    takes_frames: ClassVar[bool] = True
 
     num_actors: int = derive(ApeXConfig, "num_actors", paper=360,
                              why="the paper's 360 actor machines; N also sets each actor's "
@@ -166,9 +169,14 @@ class ApeXDQNConfig(ApeXConfig):
                                        why="see capacity")
     min_size: int = derive(ApeXConfig, "min_size", paper=50_000,
                            why="short laptop runs start learning sooner")
+    torso: str = setting("auto", choices=("auto", "mlp", *KINDS),
+                         help="the Q-network's torso: auto (the observation space decides: an "
+                              "MLP on vectors, MinAtar's conv on 10x10 frames, the Nature DQN's "
+                              "on Atari's, the paper's), mlp, or a conv torso of esnb.nets.conv")
     hidden: tuple[int, ...] = setting((64, 64), low=1,
-                                      help="torso of the Q-network (dueling heads on top); "
-                                           "the paper's is the Atari conv net")
+                                      help="MLP torso of the Q-network (dueling heads on top); "
+                                           "after a conv torso each stream has the paper's "
+                                           "one hidden layer (MinAtar 128, Nature 512)")
     dueling: bool = setting(True, help="value and advantage heads (paper: yes)")
     double: bool = setting(True, help="double Q-learning targets (paper: yes)")
     loss: str = setting("huber", choices=LOSSES, paper="mse",

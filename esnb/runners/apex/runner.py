@@ -99,11 +99,13 @@ class ApeX(ReplayCheckpoints, Runner):
                  **settings: Any):
         cfg = self.make_config(env, preset, config, **settings)
         super().__init__(cfg, name=name)
-        obs_space, act_space, _ = env_spaces(cfg.env, **cfg.env_kwargs)
-        obs_dim = int(np.prod(obs_space.shape))
+        obs_space, act_space, limit = env_spaces(cfg.env, **cfg.env_kwargs)
+        if limit is None and cfg.max_episode_steps is None:  # before any actor makes it
+            raise ValueError(f"environment {cfg.env!r} has no time limit: pass "
+                             f"max_episode_steps")
         init_seed, replay_seed, _ = (int(s.generate_state(1)[0])
                                      for s in np.random.SeedSequence(cfg.seed).spawn(3))
-        self.net, self.learner, spec = self._build(cfg, obs_dim, act_space, init_seed)
+        self.net, self.learner, spec = self._build(cfg, obs_space, act_space, init_seed)
         self.trainer = ChunkLearner(self.learner, cfg.priority_eps, self.rate_controls)
         self.replay_config = dict(
             capacity=cfg.capacity, prioritized=True, alpha=cfg.alpha, beta=cfg.beta,
