@@ -84,6 +84,19 @@ def client():
     c.close()
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """torch on one intra-op thread for a module's tests: small networks on a shared 2-core
+    machine only spin with more (measured 5x slower updates with 2 threads under load), and
+    the workers run learners on one thread too (TorchThreadsPlugin)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture
 def fresh_client():
     """A private 2-worker LocalCluster for tests that break or reshape it."""

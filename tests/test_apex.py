@@ -28,14 +28,8 @@ def dqn(spec, *, seed: int, target_period: int = 500, **settings):
     return dqn_learner(ApeXDQNConfig.build(target_period=target_period, **settings), spec, seed)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Small networks on a shared 2-core machine: intra-op threads only spin (measured 5x
-    slower updates with 2 threads under load)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# small networks on a shared 2-core machine: one torch thread (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # -- exploration schedule --------------------------------------------------------------------

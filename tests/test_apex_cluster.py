@@ -9,17 +9,11 @@ import time
 
 import numpy as np
 import pytest
-import torch
 
 from esnb.runners.apex import ApeX, ApeXDPG
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# small networks on a shared 2-core machine: one torch thread (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def wait_for(predicate, timeout: float, what: str) -> None:

@@ -26,12 +26,8 @@ SMALL = dict(num_actors=2, seed=3, client=False, min_size=300, eval_interval=20,
              inline_actor_steps=64)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# small networks on a shared 2-core machine: one torch thread (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_minatar_channels_are_not_divided_by_255():

@@ -5,7 +5,6 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-import torch
 
 from esnb.record import load_checkpoint
 from esnb.runners.aesrl import CEMRL, train_cemrl
@@ -15,13 +14,8 @@ SMALL = dict(actor_hidden=(16, 16), critic_hidden=(32, 32), pop_size=6, rl_start
              max_episode_steps=60, eval_episodes=2, batch_size=32)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Serial CEM-RL trains in this process: one torch thread, as on the workers."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# small networks on a shared 2-core machine: one torch thread (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def check_generations(h, n_rl, rl_start):
