@@ -255,3 +255,53 @@ def test_a_change_records_who_made_it():
     c.set(sigma=0.05)
     c.apply({"lr": 0.02}, origin="kernel-b")
     assert [(ch.name, ch.origin) for ch in c.changes] == [("sigma", "local"), ("lr", "kernel-b")]
+
+
+@pytest.mark.slow
+def test_a_kernel_reading_as_its_run_stops_serving_turns_to_the_run_folder(tmp_path,
+                                                                           monkeypatch):
+    """A run stops serving between a kernel's look at ``attach.json`` and its next op (a
+    dashboard's refresh met it in tutorial 04): every read of the handle turns to the run
+    folder, whether the run's handler answers "ended" or has gone (dask then answers None)."""
+    from esnb.record import write_run_folder
+    from esnb.remote import attach as attached
+    from esnb.remote.serve import HANDLER, credentials, serving
+    from esnb.runners.es import ES
+    from esnb.runners.executor import session
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    security = credentials()
+    config = ESConfig.build(**{k: v for k, v in RUN.items()
+                               if k not in ("workers", "final_eval", "generations")})
+    with session(1, None, security=security, host="127.0.0.1") as executor:
+        runner = ES(client=executor, config=config, name="run")
+        with serving(runner, executor, folder, security) as served:
+            one, two = (esnb.attach(folder, origin=o) for o in ("one", "two"))
+            runner.controls.set(sigma=0.05)
+            runner.start(generations=2)
+            runner.wait()
+            until("2 generations seen", lambda: one.iteration == 2)  # states age 0.2 s
+            assert len(one.records) == 2 and len(two.changes) == 1
+            # the window: both kernels read attach.json just before the run stopped serving
+            info = serving_info(folder)
+            monkeypatch.setattr(attached, "serving_info", lambda _: info)
+            write_run_folder(runner, folder)  # as the run does before it stops serving
+            served.close()
+            for handle in (one, two):
+                if handle is two:  # a handler gone: dask's reply is None
+                    served.scheduler.handlers.pop(HANDLER)
+                    handle._state = (-1e9, {})
+                board = dashboard(handle)
+                board.panel._refresh()  # no error: the panel shows the ended run
+                board.close()
+                assert handle.state == "ended" and not handle.running and handle.error is None
+                rows = pd.DataFrame(handle.records)  # the run folder's, now
+                assert rows.generation.tolist() == [1, 2]
+                assert rows.return_mean.tolist() == runner.history.return_mean.tolist()
+                assert handle.iteration == 2 and handle.wall_time == 0.0
+                assert handle.changes[["name", "new"]].values.tolist() == [["sigma", 0.05]]
+                assert handle.controls.as_dict() == runner.controls.as_dict()
+                assert handle.controls["sigma"] == 0.05  # from its summary.json
+                with pytest.raises(ValueError, match=r"^run 'run' has ended \(its checkpoint: "):
+                    handle.stop()

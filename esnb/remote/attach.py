@@ -85,10 +85,14 @@ def _resolve(name_or_folder, folder) -> Path:
                      f"{there}")
 
 
-def _ended(path: Path) -> ValueError:
+class RunEnded(ValueError):
+    """The run no longer serves: its process has ended, or is writing its run folder."""
+
+
+def _ended(path: Path) -> RunEnded:
     ckpt = path / "checkpoint.npz"
     where = f"its checkpoint: {ckpt}" if ckpt.exists() else "it left no checkpoint"
-    return ValueError(f"run {path.name!r} has ended ({where}); nothing to attach to")
+    return RunEnded(f"run {path.name!r} has ended ({where}); nothing to attach to")
 
 
 def connect(address: str, security, name: str, timeout: float = CONNECT_TIMEOUT):
@@ -143,9 +147,9 @@ class AttachedControls:
     """The run's controls seen from an attached kernel: ``set``, ``[name]``, ``as_dict()``,
     ``schema`` as :class:`esnb.controls.Controls` has them; values are read from the run."""
 
-    def __init__(self, run: AttachedRun, schema: list[dict[str, Any]]):
+    def __init__(self, run: AttachedRun, schema: list[dict[str, Any]], values: dict[str, Any]):
         self._run = run
-        self._last: dict[str, Any] = {}  # the values last read from the run
+        self._last = dict(values)  # the values last read from the run
         self._schema = {d["name"]: Control(**{**d, "choices": tuple(d.get("choices", ()))})
                         for d in schema}
 
@@ -162,13 +166,10 @@ class AttachedControls:
     def as_dict(self) -> dict[str, Any]:
         """The values in force; once the run has ended, the ones it ended with (its
         summary.json): a dashboard left open on an ended run still reads them."""
-        if self._run.serving():
-            try:
-                self._last = dict(self._run._call("controls")["values"])
-                return dict(self._last)
-            except ValueError:
-                if self._run.serving():  # detached, or a real error: not the run's end
-                    raise
+        reply = self._run._ask("controls")
+        if reply is not None:
+            self._last = dict(reply["values"])
+            return dict(self._last)
         try:
             return dict(json.loads((self._run.folder / "summary.json").read_text())["controls"])
         except (OSError, ValueError, KeyError):  # ended without its folder: the last seen
@@ -183,9 +184,10 @@ class AttachedControls:
     @property
     def version(self) -> int:
         """The run's controls version (the last one seen, once the run has ended)."""
-        if not self._run.serving():
+        status = self._run._status()
+        if status is None:
             return int(self._run._state[1].get("version", 0))
-        return int(self._run._status()["version"])
+        return int(status["version"])
 
     def set(self, **values: Any) -> int:
         """Set live controls of the run: validated by the run (a bad value raises the
@@ -210,13 +212,14 @@ class AttachedRun:
         self.attached = True  # until detach()
         self.pid, self.address = int(info["pid"]), info["address"]
         self.process = None  # the Popen of esnb.launch, when this kernel started it
+        self._over = False  # the run said it no longer serves: for good
         self._records: list[dict[str, Any]] = []
         self._changes: list[dict[str, Any]] = []
         self._state: tuple[float, dict[str, Any]] = (-1e9, {})
         about = self._call("describe")
         self.name, self.algorithm = about["name"], about["algorithm"]
         self.title, self.iteration_column = about["title"], about["iteration_column"]
-        self.controls = AttachedControls(self, about["schema"])
+        self.controls = AttachedControls(self, about["schema"], about["controls"])
         #: the run's plot panels (:func:`esnb.figures.plot` draws them as the run's own)
         self.plot_panels, self.plot_default_panels = about["plot_panels"], False
         self.final_evaluation: dict[str, Any] | None = None
@@ -230,8 +233,9 @@ class AttachedRun:
         its attached kernels to leave before its scheduler goes, so that no client is left
         reconnecting to it (Dask would log an error in the notebook)."""
         info = serving_info(self.folder)
-        alive = info is not None and int(info["pid"]) == self.pid
+        alive = not self._over and info is not None and int(info["pid"]) == self.pid
         if not alive:
+            self._over = True
             self.detach()
         return alive
 
@@ -241,8 +245,19 @@ class AttachedRun:
         if not self.attached:
             raise ValueError(f"run {self.folder.name!r}: this handle is detached; "
                              f"esnb.attach({str(self.folder)!r}) again")
-        reply = self.client.sync(getattr(self.client.scheduler, HANDLER), action=action,
-                                 **kwargs)
+        try:
+            reply = self.client.sync(getattr(self.client.scheduler, HANDLER), action=action,
+                                     **kwargs)
+        except OSError:  # dask's CommClosedError among them
+            if not self.serving():  # its scheduler went with the run
+                raise _ended(self.folder) from None
+            raise
+        if reply is None or reply.get("ended"):
+            # the run stopped serving between the look at attach.json and this op (dask
+            # answers None for a handler that has gone)
+            self._over = True
+            self.detach()
+            raise _ended(self.folder)
         if reply.get("error"):
             kind = {"TypeError": TypeError, "RuntimeError": RuntimeError}.get(
                 reply.get("kind"), ValueError)
@@ -251,12 +266,23 @@ class AttachedRun:
             self._state = (time.monotonic(), reply)
         return reply
 
-    def _status(self) -> dict[str, Any]:
-        """The run's state, iteration, wall time, controls version: asked again after
-        :data:`STATUS_AGE` seconds (a panel reads them several times a refresh)."""
+    def _ask(self, action: str, **kwargs) -> dict[str, Any] | None:
+        """:meth:`_call`, or None once the run no longer serves: a reader then turns to the
+        run folder (the run may stop serving between any look and any op)."""
+        try:
+            return self._call(action, **kwargs)
+        except RunEnded:
+            return None
+
+    def _status(self) -> dict[str, Any] | None:
+        """The run's state, iteration, wall time, controls version (None once it no longer
+        serves): asked again after :data:`STATUS_AGE` seconds (a panel reads them several
+        times a refresh)."""
+        if not self.serving():
+            return None
         at, status = self._state
         if time.monotonic() - at > STATUS_AGE:
-            status = self._call("state")
+            status = self._ask("state")
         return status
 
     # -- what a runner shows ----------------------------------------------------------------
@@ -264,10 +290,11 @@ class AttachedRun:
     def records(self) -> list[dict[str, Any]]:
         """History rows as dicts, fetched since the last read (the run folder's once it
         ended)."""
-        if self.serving():
-            self._records += self._call("history", since=len(self._records))["rows"]
-        else:
+        reply = self._ask("history", since=len(self._records))
+        if reply is None:
             self._records = self._from_folder("history.csv", self._records)
+        else:
+            self._records += reply["rows"]
         return list(self._records)
 
     @property
@@ -277,10 +304,11 @@ class AttachedRun:
     @property
     def changes(self) -> pd.DataFrame:
         """Every control change the run applied, with its iteration and ``origin``."""
-        if self.serving():
-            self._changes += self._call("changes", since=len(self._changes))["rows"]
-        else:
+        reply = self._ask("changes", since=len(self._changes))
+        if reply is None:
             self._changes = self._from_folder("changes.csv", self._changes)
+        else:
+            self._changes += reply["rows"]
         cols = [self.iteration_column, "wall_time", "env_steps", "name", "old", "new", "version",
                 "origin"]
         return pd.DataFrame(self._changes, columns=cols)
@@ -299,27 +327,34 @@ class AttachedRun:
         :meth:`detach`."""
         if not self.serving():
             return "ended"
-        return self._status()["state"] if self.attached else "detached"
+        if not self.attached:
+            return "detached"
+        status = self._status()
+        return "ended" if status is None else status["state"]
 
     @property
     def iteration(self) -> int:
-        if self.serving():
-            return int(self._status()["iteration"])
+        status = self._status()
+        if status is not None:
+            return int(status["iteration"])
         records = self.records
         return int(records[-1][self.iteration_column]) if records else 0
 
     @property
     def wall_time(self) -> float:
-        return float(self._status()["wall_time"]) if self.serving() else 0.0
+        status = self._status()
+        return 0.0 if status is None else float(status["wall_time"])
 
     @property
     def running(self) -> bool:
-        return self.serving() and bool(self._status()["running"])
+        status = self._status()
+        return status is not None and bool(status["running"])
 
     @property
     def error(self) -> RuntimeError | None:
         """Why the run failed (its text), while it is failed."""
-        failure = self._status().get("failure") if self.serving() else None
+        status = self._status()
+        failure = None if status is None else status.get("failure")
         return RuntimeError(failure) if failure else None
 
     def plot(self):

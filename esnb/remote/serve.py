@@ -101,14 +101,16 @@ class Serving:
         os.replace(tmp, self.folder / ATTACH_FILE)  # readers never see half a file
 
     def close(self) -> None:
-        """No longer attachable: the file and the credentials go, the handler too; then a
-        moment (at most :data:`LEAVE_WAIT` s) for the attached kernels to notice and close their
+        """No longer attachable: the file and the credentials go, the handler answers "ended"; then
+        a moment (at most :data:`LEAVE_WAIT` s) for the attached kernels to notice and close their
         clients before the scheduler goes (a client left connected would log a failed
         reconnection in its notebook)."""
-        self.scheduler.handlers.pop(HANDLER, None)
         for path in (self.folder / ATTACH_FILE, self.folder / CREDENTIALS / "cert.pem",
                      self.folder / CREDENTIALS / "key.pem"):
             path.unlink(missing_ok=True)
+        # a kernel that read attach.json just before it went may still send an op: it gets
+        # "ended" (and reads the run folder), not the None dask answers for an unknown handler
+        self.scheduler.handlers[HANDLER] = _ended
         with contextlib.suppress(OSError):
             (self.folder / CREDENTIALS).rmdir()
         deadline = time.monotonic() + LEAVE_WAIT
@@ -183,6 +185,11 @@ class Serving:
         """``n`` iterations of a paused run (never waits: the run's thread does them)."""
         self.runner.step(int(n), block=False)
         return self.op_state()
+
+
+def _ended(**_: Any) -> dict[str, Any]:
+    """The handler of a run that no longer serves."""
+    return {"ended": True}
 
 
 @contextlib.contextmanager
