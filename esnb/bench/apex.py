@@ -3,6 +3,9 @@ Ape-X DPG to reach 900 on InvertedPendulum-v5, with the throughput of every part
 
 Each run stops at its target (greedy evaluations on the runner's thread: mean of 20 episodes
 >= 475 for CartPole, of 10 episodes >= 900 for InvertedPendulum) or at its time limit.
+``--env`` runs one variant on another task (``MinAtar/Breakout-v1``: Ape-X DQN on frames, with
+``--max-episode-steps``), to ``--target`` if given, else for the whole time limit; the report
+then is the learning curve's best and final greedy evaluations.
 Reported: the wall time and learner updates at the first evaluation that reached the target,
 then actor env steps/s, replay inserts/s, learner updates/s and sampled transitions/s
 (medians over the run's rows), and the learner's updates per second of its own CPU time
@@ -36,8 +39,9 @@ SETTINGS = {
     "dpg": dict(target=900.0, limit=300.0,
                 settings=dict(env="InvertedPendulum-v5", eval_interval=500)),
 }
-#: the Ape-X settings offered as flags (both variants declare the same)
-FLAGS = ("seed",)
+#: the Ape-X settings offered as flags (both variants declare the same); ``env`` and
+#: ``max_episode_steps`` default to the variant's task
+FLAGS = ("seed", "env", "max_episode_steps")
 
 
 def add_arguments(p) -> None:
@@ -45,6 +49,9 @@ def add_arguments(p) -> None:
                    help="Ape-X DQN on CartPole-v1, Ape-X DPG on InvertedPendulum-v5, or both")
     p.add_argument("--workers", type=integer(1), default=2, help="LocalCluster worker processes")
     add_settings(p, ApeXDQNConfig, FLAGS)
+    p.add_argument("--target", type=number(), default=None,
+                   help="with --env: stop once a greedy evaluation's mean reaches it (default: "
+                        "none, the whole time limit)")
     p.add_argument("--dqn-seconds", type=number(0, low_open=True), default=None,
                    help="time limit of the DQN run in seconds (default: 180)")
     p.add_argument("--dpg-seconds", type=number(0, low_open=True), default=None,
@@ -53,16 +60,23 @@ def add_arguments(p) -> None:
 
 
 def measure(variant: str, workers: int = 2, seed: int | None = None,
-            limit: float | None = None, progress=print) -> dict:
-    """``seed`` None: the config's."""
+            limit: float | None = None, progress=print, env: str | None = None,
+            target: float | None = None, max_episode_steps: int | None = None) -> dict:
+    """``seed`` None: the config's; ``env`` None: the variant's task and target (another env
+    runs to ``target``, none: the whole limit)."""
     from esnb.cluster import make_client
     from esnb.runners.apex import ApeX, ApeXDPG
 
-    s = SETTINGS[variant]
+    s = dict(SETTINGS[variant])
+    if env is not None and env != s["settings"]["env"]:
+        s = {**s, "target": target, "settings": {**s["settings"], "env": env}}
+    elif target is not None:
+        s["target"] = float(target)
     limit = s["limit"] if limit is None else float(limit)
     # stop at the target; no replay checkpoint files (nothing is resumed)
     cfg = CONFIGS[variant].build(**s["settings"], target_return=s["target"],
-                                 replay_checkpoint="", **chosen(seed=seed))
+                                 replay_checkpoint="",
+                                 **chosen(seed=seed, max_episode_steps=max_episode_steps))
     # actor calls from this process go straight to the worker (see esnb bench replay)
     with dask.config.set({"distributed.client.direct-to-workers": True}):
         client = make_client(workers, dashboard_address=":0", set_as_default=False,
@@ -108,6 +122,9 @@ def measure(variant: str, workers: int = 2, seed: int | None = None,
             "learner_steps": runner.learner_steps, "env_steps": runner.env_steps,
             "updates_per_learner_cpu_s": runner.learner_steps / max(runner.learner_cpu, 1e-9),
             "replay_size": int(h.replay_size.iloc[-1]),
+            # the learning curve: each greedy evaluation at its env steps and wall time
+            "curve": h.loc[h.eval_return.notna(), ["env_steps", "wall_time", "learner_steps",
+                                                   "eval_return"]].to_dict("records"),
         }
         runner.close()
     finally:
@@ -117,23 +134,31 @@ def measure(variant: str, workers: int = 2, seed: int | None = None,
 
 def run(args) -> int:
     session = Session()
-    seed = ApeXDQNConfig.build(**given_settings(args, ApeXDQNConfig, FLAGS)).seed
+    given = given_settings(args, ApeXDQNConfig, FLAGS)
+    if args.variant == "both" and ("env" in given or args.target is not None):
+        raise ValueError("--env and --target take one variant: --variant dqn or dpg")
+    seed = ApeXDQNConfig.build(**{k: v for k, v in given.items() if k == "seed"}).seed
     print(f"apex bench: {args.workers} workers, seed {seed}; load average "
           f"{session.load:.2f} on {os.cpu_count()} cores")
     variants = ("dqn", "dpg") if args.variant == "both" else (args.variant,)
     results = []
     for v in variants:
         limit = args.dqn_seconds if v == "dqn" else args.dpg_seconds
-        r = measure(v, args.workers, seed, limit)
+        r = measure(v, args.workers, seed, limit, env=given.get("env"), target=args.target,
+                    max_episode_steps=given.get("max_episode_steps"))
         results.append(r)
-        goal = "3 min" if v == "dqn" else "5 min"
-        if r["solved"]:
+        own = r["env"] == SETTINGS[v]["settings"]["env"]
+        goal = ("; target < 3 min" if v == "dqn" else "; target < 5 min") if own else ""
+        if r["target"] is None:
+            head = (f"{r['run_wall_time']:.0f} s, {r['learner_steps']:,} updates, "
+                    f"{r['env_steps']:,} env steps; best greedy eval {r['best_eval']:.2f}")
+        elif r["solved"]:
             head = (f"reached {r['target']:.0f} after {r['solve_wall_time']:.0f} s "
                     f"({r['solve_learner_steps']:,} updates, {r['solve_env_steps']:,} env steps)")
         else:
             head = (f"did NOT reach {r['target']:.0f} in {r['time_limit']:.0f} s "
                     f"(best eval {r['best_eval']:.0f})")
-        print(f"Ape-X {v.upper()} on {r['env']}: {head}; target < {goal}")
+        print(f"Ape-X {v.upper()} on {r['env']}: {head}{goal}")
         upc = r["updates_per_learner_cpu_s"]
         line = f"  learner: {upc:,.0f} updates per second of its own CPU time"
         if r["solve_learner_steps"]:

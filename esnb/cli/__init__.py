@@ -24,6 +24,7 @@ BENCHMARKS: dict[str, str] = {
     "memory": "esnb.bench.memory",
     "noise": "esnb.bench.noise",
     "replay": "esnb.bench.replay",
+    "learner": "esnb.bench.learner",
     "apex": "esnb.bench.apex",
     "apex-scaling": "esnb.bench.apex_scaling",
     "impala": "esnb.bench.impala",

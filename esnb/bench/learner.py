@@ -1,0 +1,184 @@
+"""Learner throughput on one device: updates/s and samples/s of each torch learner on its
+paper-sized network and batch, so that one command compares a GPU machine with this one.
+
+Cases (``--cases``), each the learner's own update on batches made once (random, the dtype and
+shape the replay or the actors hand it; the batch's move to the device is part of the update,
+as in a run):
+
+- ``apex-dqn``: Ape-X DQN (Horgan et al. 2018): the Nature DQN torso with dueling heads of 512
+  over 4x84x84 uint8 frames, 18 actions, batch 512, double Q-learning, centred RMSProp;
+- ``impala``: IMPALA (Espeholt et al. 2018): its deep residual torso over 4x84x84 frames, 18
+  actions, a batch of 32 unrolls of 20 steps, V-trace, RMSProp; present when esnb's IMPALA takes
+  frames;
+- ``td3``: the TD3 learner of AES-RL/CEM-RL (Fujimoto et al. 2018 as AES-RL's App. A sizes
+  it): twin critic and actor of 256-256 on HalfCheetah's 17/6 dimensions, batch 256, one
+  ``td3_step`` (critic update, and every second one the actor's) per update.
+
+Rounds alternate between the cases (the machine is shared and noisy) and each figure is the
+median over rounds. With a CUDA ``--device`` the CPU is measured in the same rounds and the
+ratio device/CPU printed; nothing here reports a GPU figure that no GPU produced: the device a
+line names is the one torch ran it on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from esnb.bench.flags import add_json
+from esnb.bench.report import Session
+from esnb.settings import integer
+
+#: Atari's full action set (ALE's 18 actions)
+ATARI_ACTIONS = 18
+FRAMES = (4, 84, 84)
+
+
+@dataclass
+class Case:
+    """One learner at its paper's size: ``make(device, seed)`` returns ``(update, about)``,
+    ``update()`` doing one learner update; ``samples`` is what one update consumes."""
+
+    name: str
+    network: str
+    batch: str
+    samples: int
+    make: Callable[[Any, int], Callable[[], Any]]
+
+
+def _apex_dqn(device, seed: int):
+    from esnb.nets.conv import ConvTorso
+    from esnb.rl.apex.dqn import DQNLearner, QNetSpec
+
+    torso = ConvTorso("nature", FRAMES)
+    spec = QNetSpec(obs_dim=int(np.prod(FRAMES)), n_actions=ATARI_ACTIONS, hidden=(512,),
+                    dueling=True, torso=torso)
+    learner = DQNLearner(spec, lr=0.00025 / 4, grad_clip=40.0, target_period=2500,
+                         loss="mse", double=True, optimizer="rmsprop_centered", seed=seed,
+                         device=device)
+    rng = np.random.default_rng(seed)
+    n = 512
+    batch = {"obs": rng.integers(0, 256, (n, *FRAMES), dtype=np.uint8),
+             "next_obs": rng.integers(0, 256, (n, *FRAMES), dtype=np.uint8),
+             "action": rng.integers(0, ATARI_ACTIONS, n),
+             "reward": rng.uniform(-1, 1, n).astype(np.float32),
+             "discount": np.full(n, 0.99 ** 3, np.float32)}
+    weights = rng.uniform(0.1, 1.0, n).astype(np.float32)
+    return lambda: learner.update(batch, weights)
+
+
+def _td3(device, seed: int):
+    from esnb.rl.td3.actor import actor_spec
+    from esnb.rl.td3.learner import FIXED, CriticLearner, TD3Config
+
+    obs_dim, act_dim, n = 17, 6, 256  # HalfCheetah-v5
+    hidden = (256, 256)
+    spec = actor_spec(obs_dim, act_dim, -np.ones(act_dim), np.ones(act_dim), hidden)
+    config = TD3Config(actor_hidden=hidden, critic_hidden=hidden, batch_size=n,
+                       actor_lr=3e-4, critic_lr=3e-4, gamma=0.99, tau=0.005,
+                       policy_noise=0.2, noise_clip=0.5, device=str(device), **FIXED)
+    learner = CriticLearner(spec, config, seed=seed)
+    rng = np.random.default_rng(seed)
+    batch = {"obs": rng.standard_normal((n, obs_dim), dtype=np.float32),
+             "action": rng.uniform(-1, 1, (n, act_dim)).astype(np.float32),
+             "reward": rng.standard_normal(n, dtype=np.float32),
+             "next_obs": rng.standard_normal((n, obs_dim), dtype=np.float32),
+             "done": (rng.random(n) < 0.01).astype(np.float32)}
+    return lambda: learner.td3_step(batch)
+
+
+CASES = {
+    "apex-dqn": Case("apex-dqn", "Nature conv + dueling 512", "512 transitions", 512,
+                     _apex_dqn),
+    "td3": Case("td3", "twin critic + actor 256-256", "256 transitions", 256, _td3),
+}
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--device", default="auto",
+                   help="where the learners compute: auto (CUDA when torch sees one), cpu, "
+                        "cuda or cuda:N (default: auto)")
+    p.add_argument("--cases", nargs="+", choices=sorted(CASES), default=sorted(CASES),
+                   help="learners to measure (default: all)")
+    p.add_argument("--updates", type=integer(1), default=10,
+                   help="timed updates per case and round (after 2 warm-up ones)")
+    p.add_argument("--repeats", type=integer(1), default=3, help="rounds, each measuring all")
+    p.add_argument("--seed", type=integer(0), default=0, help="seeds networks and batches")
+    add_json(p)
+
+
+def _sync(device) -> None:
+    if device.type == "cuda":
+        import torch
+
+        torch.cuda.synchronize(device)
+
+
+def measure(cases: list[str], device: str = "auto", updates: int = 10, repeats: int = 3,
+            seed: int = 0) -> dict[str, Any]:
+    """Seconds per update of each case (median over ``repeats`` interleaved rounds) on
+    ``device`` and, when it is not the CPU, on the CPU in the same rounds.
+
+    Raises
+    ------
+    ValueError
+        An unknown case, or a device this process cannot use (one line, as the settings say
+        it).
+    """
+    import torch
+
+    from esnb.device import resolve_device
+
+    unknown = sorted(set(cases) - set(CASES))
+    if unknown:
+        raise ValueError(f"unknown learner case(s) {unknown}; known: {', '.join(CASES)}")
+    dev = resolve_device(device)
+    devices = [dev] if dev.type == "cpu" else [dev, torch.device("cpu")]
+    updates_of = {(c, str(d)): CASES[c].make(d, seed) for c in cases for d in devices}
+    times: dict[tuple[str, str], list[float]] = {key: [] for key in updates_of}
+    for update in updates_of.values():  # warm-up: allocations, kernels chosen
+        for _ in range(2):
+            update()
+    for _ in range(repeats):
+        for (name, where), update in updates_of.items():
+            d = torch.device(where)
+            _sync(d)
+            t0 = time.perf_counter()
+            for _ in range(updates):
+                update()
+            _sync(d)
+            times[(name, where)].append((time.perf_counter() - t0) / updates)
+    rows = []
+    for (name, where), ts in times.items():
+        s = float(np.median(ts))
+        case = CASES[name]
+        rows.append({"case": name, "device": where, "network": case.network,
+                     "batch": case.batch, "seconds_per_update": s, "updates_per_s": 1.0 / s,
+                     "samples_per_s": case.samples / s})
+    return {"device": str(dev), "torch": torch.__version__,
+            "torch_threads": torch.get_num_threads(), "updates": updates, "repeats": repeats,
+            "rows": rows}
+
+
+def run(args) -> int:
+    session = Session()
+    r = measure(args.cases, args.device, args.updates, args.repeats, args.seed)
+    print()
+    print(f"learner updates on {r['device']} (torch {r['torch']}, {r['torch_threads']} CPU "
+          f"threads): median of {r['repeats']} interleaved rounds of {r['updates']} updates")
+    print(f"  {'learner':<10}{'network':<30}{'batch':<18}{'device':<8}{'updates/s':>10}"
+          f"{'samples/s':>11}{'ms/update':>11}")
+    by = {(row["case"], row["device"]): row for row in r["rows"]}
+    for row in r["rows"]:
+        print(f"  {row['case']:<10}{row['network']:<30}{row['batch']:<18}{row['device']:<8}"
+              f"{row['updates_per_s']:>10.2f}{row['samples_per_s']:>11,.0f}"
+              f"{1000 * row['seconds_per_update']:>11.1f}")
+    if r["device"] != "cpu":
+        for name in args.cases:
+            ratio = by[(name, r["device"])]["updates_per_s"] / by[(name, "cpu")]["updates_per_s"]
+            print(f"  {name}: {r['device']} / cpu = {ratio:.1f}x")
+    return session.done(args, r, rerun="esnb bench learner")

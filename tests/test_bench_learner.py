@@ -1,0 +1,43 @@
+"""``esnb bench learner``: each learner's update at its paper's size, timed on a device; a
+device this process cannot use is one line. Budgets are updates, not seconds."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from esnb.bench.learner import CASES, measure
+from esnb.cli import main
+
+
+def test_bench_learner_prints_and_writes_each_case(tmp_path, capsys):
+    out = tmp_path / "learner.json"
+    assert main(["bench", "learner", "--cases", "td3", "--device", "cpu", "--updates", "2",
+                 "--repeats", "2", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "learner updates on cpu" in printed and "twin critic + actor 256-256" in printed
+    r = json.loads(out.read_text())
+    assert r["device"] == "cpu" and r["updates"] == 2 and r["repeats"] == 2
+    (row,) = r["rows"]
+    assert row["case"] == "td3" and row["device"] == "cpu"
+    assert row["updates_per_s"] > 0
+    assert row["samples_per_s"] == pytest.approx(256 * row["updates_per_s"])
+    assert row["seconds_per_update"] == pytest.approx(1 / row["updates_per_s"])
+
+
+def test_the_apex_case_is_the_papers_learner_on_frames():
+    """One update of the Ape-X case: the Nature torso over uint8 4x84x84 frames, batch 512."""
+    update = CASES["apex-dqn"].make(torch.device("cpu"), 0)
+    td, info = update()
+    assert td.shape == (512,) and np.isfinite(td).all()
+    assert np.isfinite(info["loss"]) and info["grad_norm"] > 0
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_a_device_torch_cannot_see_is_one_line(capsys):
+    assert main(["bench", "learner", "--device", "cuda", "--updates", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("esnb: error: device 'cuda' requested but torch") and "\n" not in err
+    with pytest.raises(ValueError, match="unknown learner case"):
+        measure(["dqn"], "cpu")
