@@ -40,15 +40,17 @@ SETTINGS = {
                 settings=dict(env="InvertedPendulum-v5", eval_interval=500)),
 }
 #: the Ape-X settings offered as flags (both variants declare the same); ``env`` and
-#: ``max_episode_steps`` default to the variant's task
+#: ``max_episode_steps`` default to the variant's task, the learner's to the config's
 FLAGS = ("seed", "env", "max_episode_steps")
+LEARNER_FLAGS = ("lr", "batch_size", "target_period", "samples_per_insert", "min_size",
+                 "num_actors")
 
 
 def add_arguments(p) -> None:
     p.add_argument("--variant", choices=("dqn", "dpg", "both"), default="both",
                    help="Ape-X DQN on CartPole-v1, Ape-X DPG on InvertedPendulum-v5, or both")
     p.add_argument("--workers", type=integer(1), default=2, help="LocalCluster worker processes")
-    add_settings(p, ApeXDQNConfig, FLAGS)
+    add_settings(p, ApeXDQNConfig, FLAGS + LEARNER_FLAGS)
     p.add_argument("--target", type=number(), default=None,
                    help="with --env: stop once a greedy evaluation's mean reaches it (default: "
                         "none, the whole time limit)")
@@ -61,9 +63,10 @@ def add_arguments(p) -> None:
 
 def measure(variant: str, workers: int = 2, seed: int | None = None,
             limit: float | None = None, progress=print, env: str | None = None,
-            target: float | None = None, max_episode_steps: int | None = None) -> dict:
+            target: float | None = None, max_episode_steps: int | None = None,
+            **learner) -> dict:
     """``seed`` None: the config's; ``env`` None: the variant's task and target (another env
-    runs to ``target``, none: the whole limit)."""
+    runs to ``target``, none: the whole limit); ``learner``: more settings of the variant."""
     from esnb.cluster import make_client
     from esnb.runners.apex import ApeX, ApeXDPG
 
@@ -75,7 +78,7 @@ def measure(variant: str, workers: int = 2, seed: int | None = None,
     limit = s["limit"] if limit is None else float(limit)
     # stop at the target; no replay checkpoint files (nothing is resumed)
     cfg = CONFIGS[variant].build(**s["settings"], target_return=s["target"],
-                                 replay_checkpoint="",
+                                 replay_checkpoint="", **learner,
                                  **chosen(seed=seed, max_episode_steps=max_episode_steps))
     # actor calls from this process go straight to the worker (see esnb bench replay)
     with dask.config.set({"distributed.client.direct-to-workers": True}):
@@ -134,7 +137,8 @@ def measure(variant: str, workers: int = 2, seed: int | None = None,
 
 def run(args) -> int:
     session = Session()
-    given = given_settings(args, ApeXDQNConfig, FLAGS)
+    given = given_settings(args, ApeXDQNConfig, FLAGS + LEARNER_FLAGS)
+    learner = {k: v for k, v in given.items() if k in LEARNER_FLAGS}
     if args.variant == "both" and ("env" in given or args.target is not None):
         raise ValueError("--env and --target take one variant: --variant dqn or dpg")
     seed = ApeXDQNConfig.build(**{k: v for k, v in given.items() if k == "seed"}).seed
@@ -145,7 +149,7 @@ def run(args) -> int:
     for v in variants:
         limit = args.dqn_seconds if v == "dqn" else args.dpg_seconds
         r = measure(v, args.workers, seed, limit, env=given.get("env"), target=args.target,
-                    max_episode_steps=given.get("max_episode_steps"))
+                    max_episode_steps=given.get("max_episode_steps"), **learner)
         results.append(r)
         own = r["env"] == SETTINGS[v]["settings"]["env"]
         goal = ("; target < 3 min" if v == "dqn" else "; target < 5 min") if own else ""
