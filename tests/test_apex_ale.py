@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from esnb.record import load_checkpoint, save_checkpoint
-from esnb.replay import PrioritizedReplayBuffer, ReplayBuffer, join_state, split_state
+from esnb.replay import PrioritizedReplayBuffer, ReplayBuffer, split_state
+from esnb.replay.server import ReplayServer
 from esnb.replay.stacks import StackStorage, is_frame_stack
 from esnb.rl.apex.nets import transition_spec
 from esnb.runners.apex import ApeX
@@ -106,6 +106,7 @@ def test_frames_read_back_equal_the_envs_stacks_across_episodes_and_n_step(pong_
 def test_replay_bytes_per_ale_transition_are_about_one_frame():
     a = ApeX(ENV, reward_clipping="abs_one", **SMALL)
     assert a.replay_config["frame_storage"] is True
+    assert a.actor_cfg.reward_clipping == "abs_one"  # the setting reaches the actors
     try:
         while a.learner_steps < 8:
             a.step(1)
@@ -156,14 +157,17 @@ def test_checkpoint_resume_is_exact(pong_net, tmp_path):
     same frames, ids, priorities and recent-frame look-up: it samples and stores what the
     uninterrupted one does."""
     batches, _ = actor_batches(pong_net, 800, n_step=3, seed=2)
-    kw = dict(spec=SPEC, frame_storage=True, frame_capacity=600, soft_capacity=300)
-    a = PrioritizedReplayBuffer(500, **kw)
+    # the configuration a run's replay server is built from (esnb.replay.buffer_from_config)
+    config = dict(capacity=500, prioritized=True, spec=SPEC, frame_storage=True,
+                  frame_capacity=600, soft_capacity=300)
+    server = ReplayServer(config, seed=0)
+    a = server.buffer
     fill(a, batches[:8])
     a.evict()
-    meta, arrays = split_state(a.state_dict())
-    save_checkpoint(tmp_path / "replay.npz", "replay", meta, arrays)
-    b = PrioritizedReplayBuffer(500, **kw)
-    b.load_state_dict(join_state(*load_checkpoint(tmp_path / "replay.npz", "replay")))
+    server.checkpoint(tmp_path / "replay.npz")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["replay.npz"]  # one file
+    b = ReplayServer(config, seed=0, checkpoint=str(tmp_path / "replay.npz")).buffer
+    assert len(b) == len(a) == 300
     for buf in (a, b):  # go on identically: new batches, samples, priority updates
         fill(buf, batches[8:])
         rng = np.random.default_rng(5)
@@ -207,10 +211,8 @@ def test_rewards_are_clipped_where_n_step_returns_are_built(pong_net):
     env = "ALE/SpaceInvaders-v5"
     raw, clipped = [], []
     for clip, out in (("none", raw), ("abs_one", clipped)):
-        a = ApeX(env, **{**SMALL, "reward_clipping": clip})
-        a.close()
-        assert a.actor_cfg.reward_clipping == clip
-        cfg = ActorConfig(env, "dqn", a.net, num_actors=1, n_step=1, max_episode_steps=200,
+        # (Space Invaders has Pong's 6 actions: Pong's network acts in both)
+        cfg = ActorConfig(env, "dqn", pong_net, num_actors=1, n_step=1, max_episode_steps=200,
                           reward_clipping=clip)
         g = ActorGroup(cfg, [0], seed=1)
         g.step(200)
@@ -221,7 +223,7 @@ def test_rewards_are_clipped_where_n_step_returns_are_built(pong_net):
     np.testing.assert_array_equal(clipped[0], np.clip(raw[0], -1.0, 1.0))
     assert raw[1] == clipped[1] and raw[1][0][1] >= 5  # the same play, raw returns
     # n steps: each reward clipped before the discounted sum
-    cfg = ActorConfig(env, "dqn", a.net, num_actors=1, n_step=3, gamma=0.5,
+    cfg = ActorConfig(env, "dqn", pong_net, num_actors=1, n_step=3, gamma=0.5,
                       max_episode_steps=200, reward_clipping="abs_one")
     g = ActorGroup(cfg, [0], seed=1)
     g.step(200)
@@ -239,14 +241,16 @@ def test_cli_trains_apex_on_pong_on_a_local_cluster(tmp_path):
     out = tmp_path / "run"
     p = subprocess.run(
         [sys.executable, "-m", "esnb.cli", "train", "apex", "--env", ENV, "--workers", "2",
-         "--steps", "400", "--num-actors", "2", "--capacity", "2000", "--min-size", "200",
+         "--learner-steps", "8", "--num-actors", "2", "--capacity", "2000", "--min-size", "200",
          "--batch-size", "16", "--learner-chunk", "4", "--max-episode-steps", "60",
-         "--flush-size", "50", "--eval-interval", "0", "--reward-clipping", "abs_one",
+         "--flush-size", "50", "--eval-interval", "0", "--final-eval", "0",
+         "--reward-clipping", "abs_one",
          "--out", str(out)],
         capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     h = pd.read_csv(out / "history.csv")
     last = h.iloc[-1]
-    assert last.env_steps >= 400 and last.replay_inserted >= 200
+    assert last.learner_steps >= 8 and last.replay_inserted >= 200
+    assert np.isfinite(h.loss.dropna()).all() and h.loss.notna().any()
     assert last.replay_bytes_per_transition < 1.2 * FRAME + OVERHEAD
     assert last.replay_duplicates == 0
