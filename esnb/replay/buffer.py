@@ -37,8 +37,8 @@ from esnb.replay.limits import (
     ReplayNotReady,
 )
 from esnb.replay.samplers import PrioritizedSampler, UniformSampler, check_priorities
-from esnb.replay.state import COUNTERS, buffer_state, load_buffer_state
 from esnb.replay.stacks import StackStorage
+from esnb.replay.state import COUNTERS, buffer_state, load_buffer_state
 from esnb.replay.storage import ArrayStorage
 
 

@@ -16,8 +16,8 @@ def check_config(config: Mapping[str, Any]) -> None:
     allocating the buffer; raises ValueError."""
     cfg = dict(config)
     known = {"capacity", "prioritized", "alpha", "beta", "eps", "spec", "soft_capacity",
-             "eviction", "eviction_exponent", "min_size", "samples_per_insert", "error_buffer", "frame_storage",
-             "frame_capacity"}
+             "eviction", "eviction_exponent", "min_size", "samples_per_insert", "error_buffer",
+             "frame_storage", "frame_capacity"}
     unknown = sorted(set(cfg) - known)
     if unknown:
         raise ValueError(f"unknown replay configuration keys {unknown}; known: {sorted(known)}")
