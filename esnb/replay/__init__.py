@@ -2,7 +2,8 @@
 
 Composed TorchRL-style from parts: :class:`ArrayStorage` (preallocated named arrays; for pixels
 :class:`FrameStorage`, each frame once, stacks rebuilt on reading, written by a
-:class:`FrameStacker` per stream), a sampler
+:class:`FrameStacker` per stream, or by :class:`StackStorage` from transitions sent as stacks:
+``ReplayBuffer(frame_storage=True)``), a sampler
 (:class:`UniformSampler`, :class:`PrioritizedSampler` over vectorised :class:`SumTree` /
 :class:`MinTree`), a :class:`RateLimiter`, an eviction rule and per-actor :class:`KeyFilter`
 marks. :class:`ReplayBuffer` and :class:`PrioritizedReplayBuffer` put them together;
@@ -22,11 +23,13 @@ from esnb.replay.limits import (
     ReplayNotReady,
 )
 from esnb.replay.samplers import PrioritizedSampler, UniformSampler
+from esnb.replay.stacks import StackStorage
 from esnb.replay.state import join_state, split_state
 from esnb.replay.storage import ArrayStorage
 from esnb.replay.trees import MinTree, SumTree
 
 __all__ = ["ArrayStorage", "FifoEviction", "FrameStacker", "FrameStorage", "KeyFilter",
            "MinTree", "PriorityEviction", "PrioritizedReplayBuffer", "PrioritizedSampler",
-           "RateLimiter", "ReplayBuffer", "ReplayNotReady", "SumTree", "UniformSampler",
+           "RateLimiter", "ReplayBuffer", "ReplayNotReady", "StackStorage", "SumTree",
+           "UniformSampler",
            "buffer_from_config", "check_config", "join_state", "split_state"]

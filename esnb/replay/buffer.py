@@ -37,6 +37,7 @@ from esnb.replay.limits import (
     ReplayNotReady,
 )
 from esnb.replay.samplers import PrioritizedSampler, UniformSampler, check_priorities
+from esnb.replay.stacks import StackStorage
 from esnb.replay.state import COUNTERS, buffer_state, load_buffer_state
 from esnb.replay.storage import ArrayStorage
 
@@ -62,6 +63,12 @@ class ReplayBuffer:
     min_size, samples_per_insert, error_buffer
         The rate limiter (see :class:`~esnb.replay.limits.RateLimiter`), or pass ``limiter``.
     limiter : RateLimiter, optional
+    frame_storage : bool
+        Store ``obs``/``next_obs`` stacks of Atari frames with each frame once
+        (:class:`~esnb.replay.stacks.StackStorage`; needs ``spec``); sampling then drops the
+        items whose frames the frame ring has overwritten (counted in ``overwritten``).
+    frame_capacity : int, optional
+        Frames the ring of a frame storage holds (default: ``capacity`` + 1/16 + stack).
 
     Examples
     --------
@@ -76,8 +83,16 @@ class ReplayBuffer:
                  soft_capacity: int | None = None, eviction: str = "fifo",
                  eviction_exponent: float = -0.4, min_size: int = 1,
                  samples_per_insert: float | None = None, error_buffer: float | None = None,
-                 limiter: RateLimiter | None = None):
-        self.storage = ArrayStorage(capacity, spec)
+                 limiter: RateLimiter | None = None, frame_storage: bool = False,
+                 frame_capacity: int | None = None):
+        if frame_storage:
+            self.storage = StackStorage(capacity, spec, frame_capacity)
+        elif frame_capacity is not None:
+            raise ValueError("frame_capacity is a frame storage's (frame_storage=True)")
+        else:
+            self.storage = ArrayStorage(capacity, spec)
+        #: the storage may lose items' frames: sampling checks them (see _drop_unavailable)
+        self.frame_storage = bool(frame_storage)
         cap = self.storage.capacity
         if soft_capacity is not None and (
             isinstance(soft_capacity, bool) or int(soft_capacity) != soft_capacity
@@ -306,16 +321,33 @@ class ReplayBuffer:
                 or not np.isfinite(beta) or beta < 0:
             raise ValueError(f"beta must be a finite number >= 0, got {beta!r}")
         n = int(batch_size)
-        reason = self.limiter.blocked(n, self._n, self.counters["inserted"],
-                                      self.counters["sampled"])
-        if reason is None and self._n == 0:
-            reason = "the buffer is empty"
-        if reason is not None:
-            raise ReplayNotReady(f"cannot sample {n} items: {reason}")
-        slots, weights = self.sampler.sample(n, rng, self._valid, self.filled, self._n,
-                                             float(beta))
+        while True:
+            reason = self.limiter.blocked(n, self._n, self.counters["inserted"],
+                                          self.counters["sampled"])
+            if reason is None and self._n == 0:
+                reason = "the buffer is empty"
+            if reason is not None:
+                raise ReplayNotReady(f"cannot sample {n} items: {reason}")
+            slots, weights = self.sampler.sample(n, rng, self._valid, self.filled, self._n,
+                                                 float(beta))
+            if not (self.frame_storage and self._drop_unavailable(slots)):
+                break
         self.counters["sampled"] += n
         return self.storage.read(slots), self._ids.take(slots), weights
+
+    def _drop_unavailable(self, slots: np.ndarray) -> bool:
+        """Remove the items among ``slots`` whose frames are gone (the frame ring came round:
+        they are overwritten, as a full ring's oldest items are); whether there were any.
+        Sampling then draws again, so it never returns such an item."""
+        gone = slots[~self.storage.available(slots)]
+        if not len(gone):
+            return False
+        gone = np.unique(gone)
+        self._valid[gone] = False
+        self.sampler.remove(gone)
+        self._n -= len(gone)
+        self.counters["overwritten"] += len(gone)
+        return True
 
     # -- state -------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

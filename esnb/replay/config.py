@@ -16,7 +16,8 @@ def check_config(config: Mapping[str, Any]) -> None:
     allocating the buffer; raises ValueError."""
     cfg = dict(config)
     known = {"capacity", "prioritized", "alpha", "beta", "eps", "spec", "soft_capacity",
-             "eviction", "eviction_exponent", "min_size", "samples_per_insert", "error_buffer"}
+             "eviction", "eviction_exponent", "min_size", "samples_per_insert", "error_buffer",
+             "frame_storage", "frame_capacity"}
     unknown = sorted(set(cfg) - known)
     if unknown:
         raise ValueError(f"unknown replay configuration keys {unknown}; known: {sorted(known)}")
@@ -43,6 +44,12 @@ def check_config(config: Mapping[str, Any]) -> None:
         from esnb.replay.storage import normalise_spec
 
         normalise_spec(cfg["spec"])
+    if cfg.get("frame_storage"):
+        from esnb.replay.stacks import check_stack_spec
+
+        check_stack_spec(cfg.get("spec"))
+    elif cfg.get("frame_capacity") is not None:
+        raise ValueError("frame_capacity is a frame storage's (frame_storage=True)")
 
 
 def buffer_from_config(config: Mapping[str, Any]) -> ReplayBuffer:

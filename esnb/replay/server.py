@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from esnb.replay.config import buffer_from_config
+from esnb.replay.limits import ReplayNotReady
 from esnb.replay.state import join_state, split_state
 
 CHECKPOINT_ALGORITHM = "replay"
@@ -135,7 +136,10 @@ class ReplayServer:
         for _ in range(int(n_batches)):
             if not self.buffer.ready(batch_size):
                 break
-            b, i, w = self.buffer.sample(batch_size, self.rng, beta)
+            try:
+                b, i, w = self.buffer.sample(batch_size, self.rng, beta)
+            except ReplayNotReady:  # a frame storage dropped items whose frames were gone
+                break
             batches.append(b)
             ids.append(i)
             weights.append(w)

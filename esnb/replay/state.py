@@ -18,6 +18,8 @@ from esnb.replay.storage import spec_from_json, spec_to_json
 
 STATE_FORMAT = "esnb-replay"
 STATE_VERSION = 1
+#: prefix of a frame storage's own state (:meth:`StackStorage.state_dict`) in a buffer's
+STORAGE = "storage."
 COUNTERS = ("inserted", "duplicates", "overwritten", "evicted", "sampled", "updated",
              "stale_updates")
 
@@ -51,8 +53,11 @@ def buffer_state(self) -> dict[str, Any]:
     }
     if self.prioritized:
         state["priorities"] = self.sampler.priorities(slots).copy()
-    for k, a in self.storage.arrays.items():
-        state[f"field.{k}"] = a[slots].copy()
+    if self.frame_storage:  # frames and frame ids: the storage's own state, under "storage."
+        state.update({f"{STORAGE}{k}": v for k, v in self.storage.state_dict().items()})
+    else:
+        for k, a in self.storage.arrays.items():
+            state[f"field.{k}"] = a[slots].copy()
     return state
 
 def load_buffer_state(self, state: Mapping[str, Any]) -> None:
@@ -78,7 +83,11 @@ def load_buffer_state(self, state: Mapping[str, Any]) -> None:
     n = len(ids)
     fields = {k[len("field."):]: np.asarray(v) for k, v in state.items()
               if k.startswith("field.")}
-    if spec is not None:
+    stored = {k[len(STORAGE):]: v for k, v in state.items() if k.startswith(STORAGE)}
+    if bool(stored) != self.frame_storage:
+        raise ValueError(f"state of a buffer {'with' if stored else 'without'} a frame storage, "
+                         f"this one is {'with' if self.frame_storage else 'without'}")
+    if spec is not None and not self.frame_storage:
         if sorted(fields) != sorted(spec):
             raise ValueError(f"state arrays {sorted(fields)} do not match its fields "
                              f"{sorted(spec)}")
@@ -93,6 +102,8 @@ def load_buffer_state(self, state: Mapping[str, Any]) -> None:
     if self.prioritized:
         priorities = check_priorities(state["priorities"], n)
 
+    if self.frame_storage:  # checks everything before it changes anything
+        self.storage.load_state_dict(stored)
     if self.storage.spec is None and spec is not None:
         self.storage.write(np.zeros(0, dtype=np.int64),
                            {k: np.zeros((0, *s), d) for k, (s, d) in spec.items()})
@@ -103,7 +114,7 @@ def load_buffer_state(self, state: Mapping[str, Any]) -> None:
     self._key_actor.fill(-1)
     self._key_seq.fill(-1)
     slots = ids % self.capacity
-    if n:
+    if n and not self.frame_storage:
         self.storage.write(slots, fields)
     self._ids[slots] = ids
     self._valid[slots] = True

@@ -11,6 +11,9 @@ from __future__ import annotations
 DQN_LOSSES = ("huber", "mse")
 #: optimizers of the DQN learner (``rmsprop_centered``: the paper's, TensorFlow semantics)
 DQN_OPTIMIZERS = ("adam", "rmsprop_centered")
+#: reward clippings of Ape-X's actors (IMPALA's names): ``abs_one`` clips each reward to
+#: [-1, 1] as DQN does on Atari (Mnih et al. 2015), which Ape-X follows
+APEX_REWARD_CLIPPINGS = ("none", "abs_one")
 #: the Ape-X paper's centred RMSProp (appendix C: decay 0.95, epsilon 1.5e-7, no momentum)
 PAPER_RMSPROP = dict(decay=0.95, eps=1.5e-7, momentum=0.0)
 

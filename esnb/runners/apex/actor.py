@@ -32,6 +32,7 @@ from esnb.rl.apex.nets import (
     unpack,
 )
 from esnb.rl.apex.nstep import NStepBuilder, apex_schedule
+from esnb.rl.constants import APEX_REWARD_CLIPPINGS
 
 VARIANTS = ("dqn", "dpg")
 
@@ -59,6 +60,8 @@ class ActorConfig:
         Episode cap (default: the env's own).
     env_kwargs : tuple of (key, value)
         Extra ``gymnasium.make`` arguments.
+    reward_clipping : {"none", "abs_one"}
+        ``abs_one``: each reward clipped to [-1, 1] before it enters an n-step return.
     """
 
     env_id: str
@@ -70,8 +73,12 @@ class ActorConfig:
     priority_eps: float = 1e-6
     max_episode_steps: int | None = None
     env_kwargs: tuple = ()
+    reward_clipping: str = "none"
 
     def __post_init__(self):
+        if self.reward_clipping not in APEX_REWARD_CLIPPINGS:
+            raise ValueError(f"reward_clipping must be one of {APEX_REWARD_CLIPPINGS}, got "
+                             f"{self.reward_clipping!r}")
         if self.variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}, got {self.variant!r}")
         want = QNetSpec if self.variant == "dqn" else DPGSpec
@@ -206,6 +213,7 @@ class ActorGroup:
     def step(self, rounds: int) -> int:
         """Step every actor ``rounds`` times; returns the env steps taken."""
         append = self._append
+        clip = self.cfg.reward_clipping == "abs_one"
         for _ in range(int(rounds)):
             actions = self._actions()
             for j in range(self.k):
@@ -225,6 +233,10 @@ class ActorGroup:
                     continue
                 trunc = bool(trunc) or (not term and self.t[j] >= env.limit)
                 self.ep_return[j] += r
+                # clipped here, where rewards are summed into n-step returns: the replay and
+                # the learner only ever see the sums (and the initial priorities agree)
+                if clip:
+                    r = min(1.0, max(-1.0, r))
                 for tr in self.builders[j].push(self.obs[j].copy(), a, r, nxt, bool(term), trunc):
                     append(*tr, self.actor_ids[j], self.seq[j])
                     self.seq[j] += 1

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from esnb.nets.conv import KINDS
+from esnb.rl.constants import APEX_REWARD_CLIPPINGS
 from esnb.rl.constants import DQN_LOSSES as LOSSES
 from esnb.rl.constants import DQN_OPTIMIZERS as OPTIMIZERS
 from esnb.settings import EnvSettings, RLSettings, derive, setting
@@ -43,6 +44,10 @@ class ApeXConfig(EnvSettings):
     n_step: int = setting(3, low=1, high=1000, help="steps per transition (paper: 3)")
     target_period: int = setting(100, low=1, high=10_000_000, live=True,
                                  help="updates between target network copies")
+    reward_clipping: str = setting(
+        "none", choices=APEX_REWARD_CLIPPINGS,
+        help="clip each reward before the actors sum it into n-step returns: none, or abs_one "
+             "([-1, 1], as DQN and Ape-X on Atari); episode returns stay raw")
     exploration: float = setting(0.4, low=0.0, high=10.0, live=True,
                                  help="base epsilon: actor i uses base^(1 + alpha i/(N-1))")
     exploration_alpha: float = setting(7.0, low=0.0, high=100.0, live=True,
@@ -169,6 +174,10 @@ class ApeXDQNConfig(ApeXConfig):
                                        why="see capacity")
     min_size: int = derive(ApeXConfig, "min_size", paper=50_000,
                            why="short laptop runs start learning sooner")
+    reward_clipping: str = derive(
+        ApeXConfig, "reward_clipping", paper="abs_one",
+        why="clipping changes what a vector task rewards; the paper clips Atari rewards to "
+            "[-1, 1] (as DQN)")
     torso: str = setting("auto", choices=("auto", "mlp", *KINDS),
                          help="the Q-network's torso: auto (the observation space decides: an "
                               "MLP on vectors, MinAtar's conv on 10x10 frames, the Nature DQN's "

@@ -44,6 +44,7 @@ from esnb.envs.rollout import cached_env
 from esnb.record import restore_rng
 from esnb.replay.config import check_config
 from esnb.replay.server import ReplayLost
+from esnb.replay.stacks import is_frame_stack
 from esnb.runners.apex.actor import ActorConfig, greedy_policy, greedy_returns
 from esnb.runners.apex.backend import ApeXBackend
 from esnb.runners.apex.config import ApeXDPGConfig, ApeXDQNConfig
@@ -110,11 +111,14 @@ class ApeX(ReplayCheckpoints, Runner):
         self.replay_config = dict(
             capacity=cfg.capacity, prioritized=True, alpha=cfg.alpha, beta=cfg.beta,
             eps=cfg.priority_eps, spec=spec, soft_capacity=cfg.soft, eviction=cfg.eviction,
-            min_size=cfg.min_size, samples_per_insert=cfg.samples_per_insert)
+            min_size=cfg.min_size, samples_per_insert=cfg.samples_per_insert,
+            # Atari's stacks: each frame stored once (~7 KB a transition, not 2 x 28 KB)
+            frame_storage=is_frame_stack(*spec["obs"]))
         check_config(self.replay_config)  # fail here, not later on a worker
         self.actor_cfg = ActorConfig(cfg.env, cfg.variant, self.net, cfg.num_actors, cfg.n_step,
                                      cfg.gamma, cfg.priority_eps, cfg.max_episode_steps,
-                                     tuple(sorted(cfg.env_kwargs.items())))
+                                     tuple(sorted(cfg.env_kwargs.items())),
+                                     cfg.reward_clipping)
         self.executor = make_executor(client)
         self.backend = ApeXBackend(
             self.executor, self.actor_cfg, self.replay_config, seed=replay_seed,
