@@ -122,8 +122,11 @@ class DQNLearner:
         self.lr = retune(self.opt, lr, self.lr)
         if target_period is not None:
             self.target_period = int(target_period)
-        obs, nxt, rew, disc = (to_device(batch[k], self.device)
-                               for k in ("obs", "next_obs", "reward", "discount"))
+        # frames travel as the replay holds them (uint8: a quarter of the bytes to a GPU);
+        # the conv torso scales them on the device
+        frames = np.uint8 if self.spec.torso is not None else np.float32
+        obs, nxt = (to_device(batch[k], self.device, frames) for k in ("obs", "next_obs"))
+        rew, disc = (to_device(batch[k], self.device) for k in ("reward", "discount"))
         act = to_device(batch["action"], self.device, np.int64)
         w = to_device(weights, self.device)
 
