@@ -134,6 +134,17 @@ def test_presets_on_atari_say_what_applies():
     assert laptop.torso == "auto" and paper.torso == "auto-deep"
     assert paper.reward_clipping == "abs_one" and laptop.reward_clipping == "none"
     assert ImpalaConfig.takes_frames
+    # the paper preset's network on Pong: the deep residual torso, frames / 255, clipped
+    # rewards in the loss (made, not stepped: 48 Atari environments are not a test's)
+    r = Impala("ALE/Pong-v5", preset="paper", client=False)
+    try:
+        assert r.spec.torso.kind == "impala-deep" and r.spec.torso.in_shape == (4, 84, 84)
+        assert r.spec.torso.scale == pytest.approx(1 / 255)
+        assert r.spec.layout["fc"].sizes == (3872, 256) and r.spec.act_dim == 6
+        assert r.controls["reward_clipping"] == "abs_one" and r.config.obs_norm is False
+        assert r.actor_config.max_episode_steps is None  # the game's own 108,000 frames
+    finally:
+        r.close()
 
 
 def test_cli_refuses_a_torso_that_does_not_fit_before_a_cluster(tmp_path, capsys):
