@@ -191,14 +191,14 @@ def test_cli_trains_impala_on_pong_a_few_hundred_frames(tmp_path):
 @pytest.mark.slow
 def test_impala_on_minatar_on_a_local_cluster(client):
     r = Impala(ENV, client=client, seed=0, max_episode_steps=CAP, envs_per_actor=4,
-               unroll_length=10, batch_size=8, updates_per_iteration=5, eval_interval=10,
+               unroll_length=10, batch_size=8, updates_per_iteration=5, eval_interval=5,
                eval_episodes=1)
     try:
         assert r.n_actors == 4  # 2 per worker
-        r.start(learner_steps=20)
+        r.start(learner_steps=10)
         r.wait(300)
         h = r.history
-        assert h.learner_steps.iloc[-1] >= 20 and h.episodes.iloc[-1] > 0
+        assert h.learner_steps.iloc[-1] >= 10 and h.episodes.iloc[-1] > 0
         assert np.isfinite(h.loss).all() and h.tasks_done.sum() > 0
         assert r.evaluate(1).shape == (1,)
     finally:
