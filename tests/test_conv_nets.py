@@ -104,7 +104,8 @@ def test_a_dueling_q_network_is_a_layout_and_gradients_reach_the_flat_vector():
 
 def test_the_torso_is_chosen_from_the_observations_and_bad_shapes_are_named():
     assert torso_for(ATARI, "apex").kind == "nature"
-    assert torso_for(ATARI, "impala").kind == "impala-deep"
+    assert torso_for(ATARI, "impala").kind == "impala-shallow"
+    assert torso_for(ATARI, "impala", deep=True).kind == "impala-deep"
     assert torso_for((4, 10, 10), "apex").kind == "minatar"
     assert torso_for((17,), "apex") is None  # vector observations: an MLP
     with pytest.raises(ValueError, match="too small"):

@@ -107,6 +107,9 @@ def test_life_loss_is_terminal_only_where_asked():
 
 
 def test_episode_cap_counts_agent_steps():
+    # by default the v5 ids' own 108,000 frames, a time limit actors see (in agent steps)
+    assert env_spaces("ALE/Pong-v5")[2] == 27_000
+    assert env_spaces("MinAtar/Breakout-v1")[2] is None  # MinAtar has none: runs must cap it
     env = make_env("ALE/Pong-v5", max_episode_steps=7)
     env.reset(seed=0)
     ends = [env.step(0)[3] for _ in range(7)]

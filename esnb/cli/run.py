@@ -117,17 +117,26 @@ def check_cluster(args) -> None:
 def check_env(config) -> None:
     """The run's environment exists and takes its keyword arguments: one step of it here,
     before any cluster starts (a wrong value fails there, not deep inside a worker). A pixel
-    env (Atari, MinAtar) is refused unless the algorithm's network takes frames (Ape-X DQN;
-    issue 22)."""
-    from esnb.envs.make import check_env_works
+    env (Atari, MinAtar) is refused unless the algorithm's network takes frames (Ape-X DQN,
+    IMPALA), and then so are a ``torso`` that does not fit the observations and an env without
+    a time limit of its own (MinAtar) without ``max_episode_steps``."""
+    from esnb.envs.make import check_env_works, check_time_limit, env_spaces
     from esnb.envs.pixels import check_vector_obs
+    from esnb.nets.conv import choose_torso
 
     if not getattr(type(config), "takes_frames", False):
         check_vector_obs(config.env, type(config).algorithm)
     if config.declarations()["env"][0].choices:  # esnb's own envs, made by their runner
         return
-    check_env_works(config.env, getattr(config, "env_kwargs", None) or {},
-                    getattr(config, "max_episode_steps", None))
+    kwargs = getattr(config, "env_kwargs", None) or {}
+    cap = getattr(config, "max_episode_steps", None)
+    if "torso" not in config.declarations():
+        check_env_works(config.env, kwargs, cap)
+        return
+    # the network follows the observations: the env's spaces (made and stepped once) decide
+    obs_space, _, limit = env_spaces(config.env, **kwargs)
+    check_time_limit(config.env, limit, cap)
+    choose_torso(config.torso, config.env, obs_space, type(config).algorithm.lower())
 
 
 def _plan_resume(cls: type, values: dict[str, Any], args, fork: bool = False) -> Plan:

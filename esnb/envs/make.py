@@ -117,13 +117,30 @@ def first_step(env: gym.Env, env_id: str, env_kwargs: dict) -> None:
                          f"{type(exc).__name__}: {detail}") from None
 
 
+def check_time_limit(env_id: str, limit: int | None, max_episode_steps: int | None) -> None:
+    """Refuse an environment without a time limit of its own (MinAtar) when no
+    ``max_episode_steps`` is given: actors would never end an episode that never ends."""
+    if limit is None and max_episode_steps is None:
+        raise ValueError(f"environment {env_id!r} has no time limit: pass max_episode_steps")
+
+
+def time_limit(env: gym.Env) -> int | None:
+    """The episode cap of ``env``'s ``TimeLimit`` wrappers (gymnasium's own, or one added
+    around a preprocessing stack; the smallest if several), None without one."""
+    caps, layer = [], env
+    while isinstance(layer, gym.Wrapper):
+        if type(layer).__name__ == "TimeLimit":
+            caps.append(int(layer._max_episode_steps))
+        layer = layer.env
+    return min(caps) if caps else None
+
+
 def env_spaces(env_id: str, **kwargs):
     """``(observation_space, action_space, max_episode_steps)`` of an id, from one instance
     that has taken a step (its keyword arguments work: :func:`first_step`)."""
     env = make_env(env_id, **kwargs)
     try:
         first_step(env, env_id, kwargs)
-        limit = env.spec.max_episode_steps if env.spec is not None else None
-        return env.observation_space, env.action_space, limit
+        return env.observation_space, env.action_space, time_limit(env)
     finally:
         env.close()

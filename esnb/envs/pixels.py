@@ -17,8 +17,9 @@ for MinAtar. Choices, each with its source:
   deterministic emulation with no-op starts. Pass ``repeat_action_probability=0.25`` in
   ``env_kwargs`` for Machado et al.'s protocol.
 - **Episode cap**: the v5 ids' own 108,000 frames (30 minutes of play, 27,000 agent steps) as
-  in the papers' evaluation; ``max_episode_steps`` counts agent steps (a TimeLimit outside
-  the preprocessing).
+  in the papers' evaluation, made a TimeLimit of 27,000 agent steps outside the preprocessing
+  (so actors see it as a time limit and bootstrap there); ``max_episode_steps`` replaces it
+  (agent steps).
 - **Life loss**: ``terminal_on_life_loss=True`` ends the episode at a lost life (Nature DQN's
   training signal); it is for learning actors only, never evaluation, so it is off unless
   asked. gymnasium's wrapper then restarts the game at the next ``reset`` (OpenAI baselines'
@@ -47,6 +48,8 @@ NOOP_MAX = 30
 FRAME_SKIP = 4
 SCREEN_SIZE = 84
 STACK = 4
+#: the v5 ids' cap of 108,000 emulator frames, in agent steps (FRAME_SKIP frames each)
+ATARI_MAX_STEPS = 108_000 // FRAME_SKIP
 
 
 def is_pixel_env(env_id) -> bool:
@@ -112,7 +115,8 @@ def make_pixel_env(env_id: str, max_episode_steps: int | None = None,
     env_id : str
         ``ALE/<Game>-v5`` or a MinAtar id (``MinAtar/Breakout-v1``).
     max_episode_steps : int, optional
-        Cap in agent steps (after frame skipping).
+        Cap in agent steps (after frame skipping); Atari's default is the v5 ids' own 108,000
+        frames (:data:`ATARI_MAX_STEPS`), MinAtar has none.
     terminal_on_life_loss : bool
         Atari only: a lost life ends the episode (for learning actors, not evaluation).
     **kwargs
@@ -130,6 +134,8 @@ def make_pixel_env(env_id: str, max_episode_steps: int | None = None,
             terminal_on_life_loss=bool(terminal_on_life_loss), grayscale_obs=True,
             scale_obs=False)
         env = gym.wrappers.FrameStackObservation(env, STACK)
+        if max_episode_steps is None:
+            max_episode_steps = ATARI_MAX_STEPS
     else:
         if terminal_on_life_loss:
             raise ValueError(f"terminal_on_life_loss applies to ALE ids, not {env_id!r}")

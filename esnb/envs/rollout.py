@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 
-from esnb.envs.make import make_env
+from esnb.envs.make import make_env, time_limit
 
 _BOOKKEEPING = ("TimeLimit", "OrderEnforcing", "PassiveEnvChecker")
 
@@ -69,12 +69,10 @@ class FastEnv:
     def __init__(self, env_id: str, max_episode_steps: int | None = None,
                  env_kwargs: dict | None = None, direct: bool = True):
         self.env = make_env(env_id, max_episode_steps=max_episode_steps, **(env_kwargs or {}))
-        limit = None
+        limit = time_limit(self.env)
         layer, wrappers = self.env, []
         while isinstance(layer, gym.Wrapper):
             wrappers.append(type(layer).__name__)
-            if type(layer).__name__ == "TimeLimit":
-                limit = layer._max_episode_steps
             layer = layer.env
         if limit is None:
             raise ValueError(

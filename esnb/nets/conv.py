@@ -28,7 +28,7 @@ Kinds (``kind``):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -40,6 +40,11 @@ _PLAIN = {"nature": ((32, 8, 4), (64, 4, 2), (64, 3, 1)),
           "minatar": ((16, 3, 1),)}
 #: the deep IMPALA torso's section widths
 DEEP_CHANNELS = (16, 32, 32)
+#: hidden units of the fully connected layer after each torso: MinAtar's DQN has one of 128
+#: (Young & Tian 2019, section 4), the Nature DQN one of 512 (Mnih et al. 2015), which Wang et
+#: al.'s dueling streams (Ape-X's network) each have; IMPALA's torsos feed one of 256
+#: (Espeholt et al. 2018, figure 3)
+HEAD_HIDDEN = {"minatar": 128, "nature": 512, "impala-shallow": 256, "impala-deep": 256}
 
 
 def _conv_out(size: int, kernel: int, stride: int, pad: int = 0) -> int:
@@ -145,11 +150,13 @@ def scale_for(high) -> float:
     return 1.0 / top if np.isfinite(top) and top > 0 else 1.0
 
 
-def torso_for(obs_shape: tuple[int, ...], algorithm: str) -> ConvTorso | None:
+def torso_for(obs_shape: tuple[int, ...], algorithm: str, deep: bool = False) -> ConvTorso | None:
     """The paper's torso for observations of ``obs_shape``, or None for vector observations.
 
-    Frames ``(C, 84, 84)`` get Ape-X's Nature torso (``algorithm="apex"``) or IMPALA's deep
-    one (``"impala"``: its Atari results use it); MinAtar's ``(k, 10, 10)`` the MinAtar DQN's.
+    Frames ``(C, 84, 84)`` get Ape-X's Nature torso (``algorithm="apex"``) or IMPALA's
+    (``"impala"``): the shallow one, or with ``deep`` the 15-layer residual one that gives the
+    paper's best Atari results (Espeholt et al. 2018, section 5.3); MinAtar's ``(k, 10, 10)``
+    always get the MinAtar DQN's.
     """
     shape = tuple(int(s) for s in obs_shape)
     if len(shape) != 3:
@@ -157,5 +164,26 @@ def torso_for(obs_shape: tuple[int, ...], algorithm: str) -> ConvTorso | None:
     if shape[1:] == (10, 10):
         return ConvTorso("minatar", shape)
     if algorithm == "impala":
-        return ConvTorso("impala-deep", shape)
+        return ConvTorso("impala-deep" if deep else "impala-shallow", shape)
     return ConvTorso("nature", shape)
+
+
+def choose_torso(choice: str, env: str, obs_space, algorithm: str) -> ConvTorso | None:
+    """The conv torso of setting ``torso`` for ``obs_space`` (``auto``: :func:`torso_for`;
+    ``auto-deep``: the same with ``deep``), scaled to [0, 1] by the space's ``high``; None for
+    an MLP. A conv torso on vectors or ``mlp`` on frames: one ``ValueError``."""
+    shape = tuple(obs_space.shape)
+    frames = len(shape) == 3
+    if choice in ("auto", "auto-deep"):
+        torso = torso_for(shape, algorithm, deep=choice == "auto-deep")
+    elif choice == "mlp":
+        if frames:
+            raise ValueError(f"torso 'mlp' takes vector observations; {env} gives frames of "
+                             f"shape {shape} (use torso='auto' or a conv kind)")
+        torso = None
+    else:
+        if not frames:
+            raise ValueError(f"torso {choice!r} takes frames (channels, height, width); {env} "
+                             f"gives observations of shape {shape} (use torso='auto' or 'mlp')")
+        torso = ConvTorso(choice, shape)
+    return None if torso is None else replace(torso, scale=scale_for(obs_space.high))

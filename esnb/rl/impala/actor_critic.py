@@ -7,6 +7,15 @@ dimension (state-independent, as in most continuous actor-critics). Actors only 
 policy part and the log-stds (:attr:`ActorCriticSpec.actor_layout`,
 :meth:`ActorCriticSpec.actor_params`), which is what the learner publishes.
 
+On frames (``ActorCriticSpec(torso=ConvTorso(...))``, MinAtar and Atari) the network is the
+paper's feed-forward one for Atari (Espeholt et al. 2018, figure 3, without the LSTM it adds
+on DMLab): a conv torso (:mod:`esnb.nets.conv`), one shared fully connected layer ``fc``
+(ReLU; 256 after IMPALA's torsos, MinAtar's 128), then a linear policy head (logits) and a
+linear baseline head, all in the same flat vector: ``torso | fc | policy | value``. Its forward
+is torch's (:mod:`esnb.rl.impala.torch_ac`): actors of pixel tasks import torch (lazily, in
+:class:`NumpyActor`), vector-observation actors stay on numpy. Observations are uint8 frames,
+scaled inside the network (``ConvTorso.scale``: 1/255 for ALE, 1 for MinAtar).
+
 Policies:
 
 - discrete actions: categorical over the policy MLP's logits;
@@ -30,7 +39,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from esnb.nets import Layout, init_normc
+from esnb.nets import MLP, Layout, init_normc
+from esnb.nets.conv import HEAD_HIDDEN, ConvTorso
 from esnb.nets.mlp import normalise_obs, run
 from esnb.nets.policy import PolicySpec
 
@@ -51,20 +61,38 @@ class ActorCriticSpec:
         The value MLP (one output).
     init_log_std : float
         Initial log-std of Gaussian policies (-0.5: std 0.61, a usual start for MuJoCo).
+    torso : ConvTorso, optional
+        A conv torso over uint8 frames ``torso.in_shape``; ``policy`` and ``value`` are then
+        the linear heads on the shared ``fc`` layer (their ``obs_dim`` is its width).
     """
 
     policy: PolicySpec
     value: PolicySpec
     init_log_std: float = -0.5
+    torso: ConvTorso | None = None
 
     def __post_init__(self):
         if self.value.act_dim != 1 or self.value.obs_dim != self.policy.obs_dim:
             raise ValueError("the value MLP must read the policy's observations and output 1")
+        if self.torso is not None and (self.policy.hidden or self.value.hidden):
+            raise ValueError("after a conv torso the policy and value heads are linear")
 
     @classmethod
     def for_spaces(cls, observation_space, action_space, hidden=(64, 64),
-                   activation: str = "tanh", init_log_std: float = -0.5) -> ActorCriticSpec:
-        """The spec for gymnasium spaces (Box observations; Discrete or Box actions)."""
+                   activation: str = "tanh", init_log_std: float = -0.5,
+                   torso: ConvTorso | None = None) -> ActorCriticSpec:
+        """The spec for gymnasium spaces (Box observations; Discrete or Box actions); with a
+        ``torso`` the frames' network (``hidden`` and ``activation`` are then the paper's:
+        one ReLU layer of :data:`~esnb.nets.conv.HEAD_HIDDEN` units)."""
+        if torso is not None:
+            from gymnasium import spaces
+
+            width = HEAD_HIDDEN[torso.kind]
+            features = spaces.Box(-np.inf, np.inf, (width,), np.float32)
+            policy = PolicySpec.for_spaces(features, action_space, hidden=(),
+                                           activation="relu")
+            return cls(policy, PolicySpec(width, 1, (), activation="relu"),
+                       float(init_log_std), torso)
         policy = PolicySpec.for_spaces(observation_space, action_space, hidden=hidden,
                                        activation=activation)
         value = PolicySpec(policy.obs_dim, 1, tuple(hidden), activation=activation)
@@ -76,7 +104,23 @@ class ActorCriticSpec:
 
     @property
     def obs_dim(self) -> int:
-        return self.policy.obs_dim
+        """One observation's size (frames: ``C * H * W``)."""
+        return self.policy.obs_dim if self.torso is None else math.prod(self.torso.in_shape)
+
+    @property
+    def obs_dtype(self) -> np.dtype:
+        """uint8 frames (a quarter of float32's bytes in unrolls), float32 vectors."""
+        return np.dtype(np.uint8 if self.torso is not None else np.float32)
+
+    @functools.cached_property
+    def fc(self) -> MLP | None:
+        """The shared ReLU layer after a conv torso (None without one)."""
+        if self.torso is None:
+            return None
+        return MLP((self.torso.out_dim, self.policy.obs_dim), "relu", output="relu")
+
+    def _trunk(self) -> list:
+        return [] if self.torso is None else [("torso", self.torso), ("fc", self.fc)]
 
     @property
     def act_dim(self) -> int:
@@ -88,39 +132,46 @@ class ActorCriticSpec:
 
     @functools.cached_property
     def layout(self) -> Layout:
-        """The learner's vector: ``policy``, ``value`` and ``log_std`` (empty if discrete)."""
-        return Layout([("policy", self.policy.mlp), ("value", self.value.mlp),
+        """The learner's vector: (``torso``, ``fc``,) ``policy``, ``value`` and ``log_std``
+        (empty if discrete)."""
+        return Layout([*self._trunk(), ("policy", self.policy.mlp), ("value", self.value.mlp),
                        ("log_std", self.n_log_std)])
 
     @functools.cached_property
     def actor_layout(self) -> Layout:
-        """An actor's vector: ``policy`` and ``log_std``."""
-        return Layout([("policy", self.policy.mlp), ("log_std", self.n_log_std)])
+        """An actor's vector: (``torso``, ``fc``,) ``policy`` and ``log_std``."""
+        return Layout([*self._trunk(), ("policy", self.policy.mlp),
+                       ("log_std", self.n_log_std)])
 
     @property
     def num_params(self) -> int:
         return self.layout.num_params
 
-    def parts(self, flat):
-        """``(policy, value, log_std)`` views of a flat vector (numpy or torch)."""
-        return tuple(self.layout.split(flat).values())
-
     def actor_params(self, flat: np.ndarray) -> np.ndarray:
-        """What an actor needs (policy MLP + log-stds), as one new float32 vector."""
-        pi, _, log_std = self.parts(np.asarray(flat, dtype=np.float32))
-        return self.actor_layout.join(policy=pi, log_std=log_std)
+        """What an actor needs (everything but the value head), as one new float32 vector."""
+        parts = self.layout.split(np.asarray(flat, dtype=np.float32))
+        return self.actor_layout.join(**{name: parts[name] for name, _ in self.actor_layout.parts})
 
     def to_dict(self) -> dict:
-        return {"policy": self.policy.to_dict(), "value": self.value.to_dict(),
-                "init_log_std": self.init_log_std}
+        out = {"policy": self.policy.to_dict(), "value": self.value.to_dict(),
+               "init_log_std": self.init_log_std}
+        if self.torso is not None:
+            out["torso"] = {"kind": self.torso.kind, "in_shape": list(self.torso.in_shape),
+                            "scale": self.torso.scale}
+        return out
 
 
 def init_actor_critic(spec: ActorCriticSpec, rng: np.random.Generator) -> np.ndarray:
     """Initial flat parameters: normalised-column init, a near-uniform first policy (output
-    layer scaled to 0.01), a unit-scale value output, log-stds at ``init_log_std``."""
+    layer scaled to 0.01), a unit-scale value output, log-stds at ``init_log_std``; a conv
+    torso takes torch's default init (:meth:`~esnb.nets.conv.ConvTorso.init`), the ``fc``
+    layer unit-norm columns."""
+    trunk = {}
+    if spec.torso is not None:
+        trunk = {"torso": spec.torso.init(rng), "fc": init_normc(spec.fc, rng, out_std=1.0)}
     pi = init_normc(spec.policy.mlp, rng, out_std=0.01)
     v = init_normc(spec.value.mlp, rng, out_std=1.0)
-    return spec.layout.join(policy=pi, value=v,
+    return spec.layout.join(**trunk, policy=pi, value=v,
                             log_std=np.full(spec.n_log_std, spec.init_log_std))
 
 
@@ -128,7 +179,8 @@ def init_actor_critic(spec: ActorCriticSpec, rng: np.random.Generator) -> np.nda
 # numpy: the actors' fast path
 # --------------------------------------------------------------------------------------------
 class NumpyActor:
-    """Batched numpy policy over ``[E, obs_dim]`` observations: samples actions and log-probs.
+    """Batched numpy policy over ``[E, obs_dim]`` observations: samples actions and log-probs
+    (a conv torso's logits come from torch, :func:`esnb.rl.impala.torch_ac.frame_logits`).
 
     Parameters
     ----------
@@ -147,7 +199,12 @@ class NumpyActor:
             raise ValueError(f"actor parameters must have shape ({n},), got {p.shape}")
         self.spec = spec
         parts = spec.actor_layout.split(p)
-        self._layers = spec.policy.mlp.unpack(parts["policy"])
+        if spec.torso is not None:  # frames: torch's forward (imported here, not by vectors)
+            import torch
+
+            self._flat = torch.from_numpy(p)
+        else:
+            self._layers = spec.policy.mlp.unpack(parts["policy"])
         self._mean = None if obs_mean is None else np.asarray(obs_mean, np.float32)
         self._std = None if obs_std is None else np.asarray(obs_std, np.float32)
         self._clip = float(spec.policy.obs_clip)
@@ -161,6 +218,10 @@ class NumpyActor:
 
     def outputs(self, obs: np.ndarray) -> np.ndarray:
         """Logits (discrete) or Gaussian means for a batch ``[E, obs_dim]`` (float32)."""
+        if self.spec.torso is not None:
+            from esnb.rl.impala.torch_ac import frame_logits
+
+            return frame_logits(self.spec, self._flat, obs)
         x = np.asarray(obs, dtype=np.float32).reshape(len(obs), -1)
         if self._mean is not None:
             x = normalise_obs(x, self._mean, self._std, self._clip)

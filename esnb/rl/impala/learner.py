@@ -34,6 +34,7 @@ from esnb.nets.torch_mlp import ObsNormModule, forward, split, to_numpy
 from esnb.rl.constants import CORRECTIONS, REWARD_CLIPPINGS
 from esnb.rl.constants import IMPALA_OPTIMIZERS as OPTIMIZERS
 from esnb.rl.impala.actor_critic import _HALF_LOG_2PI, LOG_STD_RANGE, ActorCriticSpec
+from esnb.rl.impala.torch_ac import frame_forward
 from esnb.rl.impala.unrolls import UnrollBatch
 from esnb.rl.impala.vtrace import vtrace
 from esnb.rl.optim import RMSpropTF
@@ -44,7 +45,9 @@ class ActorCritic(ObsNormModule):
 
     ``self.flat`` (:attr:`~esnb.rl.impala.actor_critic.ActorCriticSpec.layout`) is the only
     parameter: one optimiser, one checkpoint array, and the actors' vector is a slice of it.
-    Observations are normalised as ES's policy does (:class:`~esnb.nets.torch_mlp.ObsNormModule`).
+    Observations are normalised as ES's policy does (:class:`~esnb.nets.torch_mlp.ObsNormModule`);
+    frames (a conv torso) are not normalised but scaled inside the torso, and go through
+    :func:`esnb.rl.impala.torch_ac.frame_forward`, the function actors run.
     """
 
     def __init__(self, spec: ActorCriticSpec, flat=None):
@@ -53,6 +56,8 @@ class ActorCritic(ObsNormModule):
 
     def forward(self, obs: torch.Tensor):
         """``(logits or Gaussian means [N, act_dim], values [N])`` of ``obs`` ``[N, obs_dim]``."""
+        if self.spec.torso is not None:
+            return frame_forward(self.spec, self.spec.layout, self.flat, obs)
         x = self.inputs(obs)
         # one split of the whole vector (a slice per part would copy the gradient twice)
         parts = split(self.spec.layout, self.flat)
@@ -61,7 +66,7 @@ class ActorCritic(ObsNormModule):
 
     def log_std(self) -> torch.Tensor:
         """Clamped log-stds of a Gaussian policy (as the actors clamp them)."""
-        return torch.clamp(self.spec.parts(self.flat)[2], *LOG_STD_RANGE)
+        return torch.clamp(self.spec.layout.split(self.flat)["log_std"], *LOG_STD_RANGE)
 
     def log_prob_entropy(self, outputs: torch.Tensor, actions: torch.Tensor):
         """``(log pi(a|x) [N], entropy [N])`` of ``actions`` under these policy outputs."""
@@ -136,7 +141,7 @@ def vtrace_inputs(model: ActorCritic, batch: UnrollBatch, cfg: LossConfig) -> di
         return torch.from_numpy(np.ascontiguousarray(a, dtype=dtype)).to(dev)
 
     obs = tensor(batch.obs).reshape((T + 1) * B, -1)
-    extra = tensor(batch.trunc_obs, np.float32)
+    extra = tensor(batch.trunc_obs, batch.obs.dtype)  # uint8 frames stay uint8 to the torso
     outputs, values_all = model(torch.cat([obs, extra]) if len(extra) else obs)
     n = (T + 1) * B
     actions = tensor(batch.actions)

@@ -23,8 +23,9 @@ class UnrollBatch:
 
     Attributes
     ----------
-    obs : float32 [T+1, B, obs_dim]
-        x_0..x_T; x_T is the bootstrap observation (the next unroll's first).
+    obs : float32 or uint8 [T+1, B, obs_dim]
+        x_0..x_T; x_T is the bootstrap observation (the next unroll's first); frames are
+        uint8, flattened (the network's torso restores their shape).
     actions : int64 [T, B] or float32 [T, B, act_dim]
         Actions as sampled (Box: before clipping to the bounds).
     rewards : float32 [T, B]
@@ -34,7 +35,7 @@ class UnrollBatch:
         log mu(a_t|x_t) under the actor's parameters.
     trunc_t, trunc_b : int64 [n]
         Positions of the truncated steps.
-    trunc_obs : float32 [n, obs_dim]
+    trunc_obs : [n, obs_dim], the dtype of ``obs``
         The observation each truncation cut off (its value bootstraps the step).
     versions : int64 [B]
         The parameter version each unroll's actor used.
@@ -72,6 +73,8 @@ class UnrollBatch:
             got = getattr(self, name).shape
             if got != shape:
                 raise ValueError(f"{name} has shape {got}, expected {shape}")
+        if self.obs.dtype != self.trunc_obs.dtype and len(self.trunc_obs):
+            raise ValueError(f"trunc_obs has dtype {self.trunc_obs.dtype}, obs {self.obs.dtype}")
         if not np.isfinite(self.behaviour_log_probs).all():
             raise ValueError("behaviour_log_probs must be finite")
 
@@ -172,7 +175,7 @@ class UnrollQueue:
             **cat, versions=np.concatenate([p["versions"] for p in parts]),
             trunc_t=np.concatenate(tt).astype(np.int64),
             trunc_b=np.concatenate(tb).astype(np.int64),
-            trunc_obs=np.concatenate(to).astype(np.float32))
+            trunc_obs=np.concatenate(to))
 
     def clear(self) -> None:
         self._blocks.clear()

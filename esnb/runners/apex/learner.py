@@ -12,43 +12,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
 
 import numpy as np
 
 from esnb.controls import ControlSnapshot
 from esnb.envs.pixels import check_vector_obs
-from esnb.nets.conv import ConvTorso, scale_for, torso_for
+from esnb.nets.conv import HEAD_HIDDEN, choose_torso
 from esnb.rl.apex.dpg import DPGLearner
 from esnb.rl.apex.dqn import DQNLearner
 from esnb.rl.apex.nets import DPGSpec, QNetSpec, transition_spec
-
-#: hidden units of each dueling stream after a conv torso: MinAtar's DQN has one fully
-#: connected layer of 128 (Young & Tian 2019, section 4), the Nature DQN one of 512 (Mnih et
-#: al. 2015), which Wang et al.'s dueling streams (Ape-X's network) each have; IMPALA's
-#: torsos feed a layer of 256 (Espeholt et al. 2018, figure 3)
-HEAD_HIDDEN = {"minatar": 128, "nature": 512, "impala-shallow": 256, "impala-deep": 256}
-
-
-def choose_torso(choice: str, env: str, obs_space) -> ConvTorso | None:
-    """The conv torso of setting ``torso`` (``auto``: the observation space's, see
-    :func:`esnb.nets.conv.torso_for`) for ``obs_space``, scaled to [0, 1] by its ``high``;
-    None for an MLP. A conv torso on vectors or ``mlp`` on frames: one ``ValueError``."""
-    shape = tuple(obs_space.shape)
-    frames = len(shape) == 3
-    if choice == "auto":
-        torso = torso_for(shape, "apex")
-    elif choice == "mlp":
-        if frames:
-            raise ValueError(f"torso 'mlp' takes vector observations; {env} gives frames of "
-                             f"shape {shape} (use torso='auto' or a conv kind)")
-        torso = None
-    else:
-        if not frames:
-            raise ValueError(f"torso {choice!r} takes frames (channels, height, width); {env} "
-                             f"gives observations of shape {shape} (use torso='auto' or 'mlp')")
-        torso = ConvTorso(choice, shape)
-    return None if torso is None else replace(torso, scale=scale_for(obs_space.high))
 
 
 def build_dqn(cfg, obs_space, act_space, seed: int):
@@ -57,7 +29,7 @@ def build_dqn(cfg, obs_space, act_space, seed: int):
     if not hasattr(act_space, "n"):
         raise ValueError(f"Ape-X DQN needs discrete actions; {cfg.env} has {act_space} "
                          f"(use ApeXDPG)")
-    torso = choose_torso(cfg.torso, cfg.env, obs_space)
+    torso = choose_torso(cfg.torso, cfg.env, obs_space, "apex")
     obs_dim = int(np.prod(obs_space.shape))
     hidden = cfg.hidden if torso is None else (HEAD_HIDDEN[torso.kind],)
     net = QNetSpec(obs_dim, int(act_space.n), hidden, dueling=cfg.dueling, torso=torso)

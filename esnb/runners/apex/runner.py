@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from esnb.controls import ControlSnapshot
-from esnb.envs.make import env_spaces
+from esnb.envs.make import check_time_limit, env_spaces
 from esnb.envs.rollout import cached_env
 from esnb.record import restore_rng
 from esnb.replay.config import check_config
@@ -101,9 +101,7 @@ class ApeX(ReplayCheckpoints, Runner):
         cfg = self.make_config(env, preset, config, **settings)
         super().__init__(cfg, name=name)
         obs_space, act_space, limit = env_spaces(cfg.env, **cfg.env_kwargs)
-        if limit is None and cfg.max_episode_steps is None:  # before any actor makes it
-            raise ValueError(f"environment {cfg.env!r} has no time limit: pass "
-                             f"max_episode_steps")
+        check_time_limit(cfg.env, limit, cfg.max_episode_steps)  # before any actor makes it
         init_seed, replay_seed, _ = (int(s.generate_state(1)[0])
                                      for s in np.random.SeedSequence(cfg.seed).spawn(3))
         self.net, self.learner, spec = self._build(cfg, obs_space, act_space, init_seed)

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
+from esnb.nets.conv import KINDS
 from esnb.rl.constants import CORRECTIONS, REWARD_CLIPPINGS
 from esnb.rl.constants import IMPALA_OPTIMIZERS as OPTIMIZERS
 from esnb.settings import EnvSettings, RLSettings, derive, setting
@@ -23,19 +25,26 @@ class ImpalaConfig(EnvSettings):
     with TensorFlow 1's semantics (``rmsprop_tf``: epsilon 0.1 under the square root, mean
     square from one, decay 0.99, no momentum), learning rate 0.00048 decayed linearly to 0
     over the run, entropy cost 0.00025, rewards clipped to [-1, 1], unrolls of 100 steps,
-    batches of 32, 48 environments. The paper's ResNet + LSTM network and action repeats are
-    not expressible here (MLP policy and value). Gradient clipping stays at 40 (the paper's
-    tables; the released code does not clip). ``rmsprop`` is torch's RMSProp, whose epsilon
-    is added outside the root: TF's 0.1 acts like torch's ~0.32 for small second moments.
-    ``obs_norm`` none means on for Box actions and off for Discrete ones (the
-    paper's Atari and DMLab tasks are discrete: off, as the paper's frames / 255).
+    batches of 32, 48 environments. On frames (``ALE/<Game>-v5``, MinAtar) the network is the
+    paper's feed-forward Atari one: ``torso`` auto takes the shallow torso on Atari frames in
+    the laptop preset and the deep residual one in ``paper`` (``auto-deep``), then one ReLU
+    layer of 256 and linear policy and baseline heads (the LSTM of its DMLab runs is not
+    built); rewards are clipped to [-1, 1] in the loss (``reward_clipping``), the game's
+    scores stay raw. On vectors policy and value are separate MLPs. Gradient clipping stays at
+    40 (the paper's tables; the released code does not clip). ``rmsprop`` is torch's RMSProp,
+    whose epsilon is added outside the root: TF's 0.1 acts like torch's ~0.32 for small second
+    moments. ``obs_norm`` none means on for Box actions and off for Discrete ones (the paper's
+    Atari and DMLab tasks are discrete: off, as the paper's frames / 255).
     """
 
     algorithm = "Impala"
     title = "IMPALA"
+    #: its network takes frames (a conv torso): pixel environments are not refused
+    takes_frames: ClassVar[bool] = True
 
     env: str = derive(EnvSettings, "env",
-                      help="gymnasium id with Box observations and Discrete or Box actions")
+                      help="gymnasium id with Box observations (vectors, or frames: ALE/<Game>-v5, "
+                           "MinAtar/<Game>-v1) and Discrete or Box actions")
     # -- the loss and the learner (live) ---------------------------------------------------
     lr: float = setting(1e-3, low=0.0, low_open=True, high=1.0, log=True, live=True,
                         paper=0.00048, why="Adam at 1e-3 learns the small laptop tasks in a "
@@ -97,7 +106,8 @@ class ImpalaConfig(EnvSettings):
                                         "squashing)")
     obs_norm: bool | None = setting(None, kind="bool", control=True,
                                     help="normalise observations with running statistics "
-                                         "(none: on for Box actions, off for Discrete)")
+                                         "(none: on for Box actions, off for Discrete ones and "
+                                         "for frames, which the network scales)")
     optimizer: str = setting("adam", choices=OPTIMIZERS, control=True, paper="rmsprop_tf",
                              why="Adam (eps 1e-5) learns the small laptop tasks faster and "
                                  "more reliably",
@@ -111,11 +121,21 @@ class ImpalaConfig(EnvSettings):
     rmsprop_decay: float = setting(0.99, low=0.0, high=1.0, high_open=True,
                                    help="RMSProp decay of the mean square")
     # -- networks ------------------------------------------------------------------------------
+    torso: str = setting("auto", choices=("auto", "auto-deep", "mlp", *KINDS),
+                         paper="auto-deep",
+                         why="the deep torso gives the paper's best Atari scores (its section "
+                             "5.3); its 15 convolutions take 53M multiply-adds per 84x84x4 "
+                             "stack, 23x the shallow torso's 2.3M (counted from the shapes)",
+                         help="the network's torso: auto (the observation space decides: MLPs "
+                              "on vectors, MinAtar's conv on 10x10 frames, the paper's shallow "
+                              "torso on Atari's), auto-deep (the same with the paper's deep "
+                              "residual torso on Atari), mlp, or a conv torso of esnb.nets.conv")
     hidden: tuple[int, ...] = setting((64, 64), low=1,
                                       help="hidden sizes of both MLPs (policy and value are "
-                                           "separate networks)")
+                                           "separate networks; frames: one shared ReLU layer of "
+                                           "256, MinAtar 128)")
     activation: str = setting("tanh", choices=("tanh", "relu"),
-                             help="hidden activation of the actor-critic torso")
+                             help="hidden activation of the MLPs (vector observations)")
     init_log_std: float = setting(-0.5, low=-20.0, high=2.0,
                                   help="initial log-std of Gaussian policies")
     # -- actors --------------------------------------------------------------------------------

@@ -39,7 +39,8 @@ from typing import Any
 import numpy as np
 
 from esnb.controls import ControlSnapshot
-from esnb.envs.make import env_spaces
+from esnb.envs.make import check_time_limit, env_spaces
+from esnb.nets.conv import choose_torso
 from esnb.rl.impala.actor_critic import ActorCriticSpec, init_actor_critic
 from esnb.rl.impala.learner import ImpalaLearner, LossConfig
 from esnb.rl.impala.unrolls import UnrollQueue
@@ -87,12 +88,17 @@ class Impala(Runner):
     def __init__(self, env: str | None = None, *, client=None, preset: str = "laptop",
                  config: ImpalaConfig | None = None, name: str | None = None, **settings: Any):
         cfg = self.make_config(env, preset, config, **settings)
-        obs_space, act_space, _ = env_spaces(cfg.env, **cfg.env_kwargs)
-        spec = ActorCriticSpec.for_spaces(obs_space, act_space, hidden=cfg.hidden,
-                                          activation=cfg.activation,
-                                          init_log_std=cfg.init_log_std)
+        obs_space, act_space, limit = env_spaces(cfg.env, **cfg.env_kwargs)
+        check_time_limit(cfg.env, limit, cfg.max_episode_steps)  # before any actor makes it
+        spec = ActorCriticSpec.for_spaces(
+            obs_space, act_space, hidden=cfg.hidden, activation=cfg.activation,
+            init_log_std=cfg.init_log_std,
+            torso=choose_torso(cfg.torso, cfg.env, obs_space, "impala"))
+        if spec.torso is not None and cfg.obs_norm:
+            raise ValueError(f"obs_norm takes vector observations; {cfg.env} gives frames, "
+                             f"scaled inside the network (obs_norm=False)")
         if cfg.obs_norm is None:
-            cfg = cfg.replace(obs_norm=not spec.discrete)
+            cfg = cfg.replace(obs_norm=not spec.discrete and spec.torso is None)
         super().__init__(cfg, name=name)
         self.spec = spec
         if cfg.learner_threads is not None:
@@ -167,6 +173,9 @@ class Impala(Runner):
         network and the log-stds are the learner's, not the policy's."""
         from esnb.nets.acting import ActingPolicy
 
+        if self.spec.torso is not None:
+            raise ValueError(f"IMPALA's {self.spec.torso.kind} conv network on {self.config.env} "
+                             f"is not an MLP policy (videos and exports take MLP policies)")
         with self._iter_lock:
             payload = self.learner.actor_payload()
         parts = self.spec.actor_layout.split(payload["params"])

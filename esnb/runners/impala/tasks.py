@@ -2,7 +2,8 @@
 greedy evaluation (run on Dask workers, or inline in the driver).
 
 An *actor* is a slot: ``envs_per_actor`` environments stepped in lockstep with one batched
-numpy forward per step (:class:`~esnb.rl.impala.actor_critic.NumpyActor`). Its state (environments,
+numpy forward per step (:class:`~esnb.rl.impala.actor_critic.NumpyActor`; torch's on frames,
+whose observations stay uint8 in the unrolls). Its state (environments,
 current observations, episode counters, random generator) lives on the worker in a
 module-level table keyed by ``(run, slot)``, so episodes continue from one task to the next.
 A task runs ``segments`` consecutive unroll segments of T steps with the parameters it was
@@ -71,7 +72,7 @@ class _ActorState:
         self.envs = [FastEnv(cfg.env_id, cfg.max_episode_steps, dict(cfg.env_kwargs))
                      for _ in range(n)]
         self.limit = self.envs[0].limit
-        self.obs = np.zeros((n, cfg.spec.obs_dim), dtype=np.float32)
+        self.obs = np.zeros((n, cfg.spec.obs_dim), dtype=cfg.spec.obs_dtype)
         for e in range(n):
             self.obs[e] = self._reset(e)
         self.t = np.zeros(n, dtype=np.int64)
@@ -113,12 +114,13 @@ def impala_unrolls(cfg: ActorConfig, payload: dict, slot: int, task: int, segmen
     Returns
     -------
     dict
-        Time-major unrolls ``u = s * envs_per_actor + e``: ``obs`` float32 [T+1, U, obs_dim],
+        Time-major unrolls ``u = s * envs_per_actor + e``: ``obs`` [T+1, U, obs_dim] (float32;
+        frames uint8),
         ``actions`` [T, U] int64 or [T, U, act_dim] float32 (unclipped samples), ``rewards``
         float32 [T, U], ``terminated``/``truncated`` bool [T, U], ``behaviour_log_probs``
-        float32 [T, U], ``trunc_t``/``trunc_u`` int64 [n] and ``trunc_obs`` float32
-        [n, obs_dim] (observations a time limit cut off), ``finite`` bool [U] (False: the env
-        returned a non-finite number; drop that unroll), ``version``, ``episode_returns``,
+        float32 [T, U], ``trunc_t``/``trunc_u`` int64 [n] and ``trunc_obs`` [n, obs_dim]
+        (dtype of ``obs``: observations a time limit cut off), ``finite`` bool [U] (False: the
+        env returned a non-finite number; drop that unroll), ``version``, ``episode_returns``,
         ``episode_lengths``, ``frames``, ``seconds``, ``fresh`` (state made by this task).
     """
     t0 = time.perf_counter()
@@ -133,7 +135,7 @@ def impala_unrolls(cfg: ActorConfig, payload: dict, slot: int, task: int, segmen
     steps = [env.core.step for env in envs]
     flat_obs = len(envs[0].observation_space.shape) == 1
 
-    obs = np.empty((S, T + 1, E, D), dtype=np.float32)
+    obs = np.empty((S, T + 1, E, D), dtype=spec.obs_dtype)  # frames: uint8, as the env's
     if spec.discrete:
         actions = np.empty((S, T, E), dtype=np.int64)
     else:
@@ -197,7 +199,7 @@ def impala_unrolls(cfg: ActorConfig, payload: dict, slot: int, task: int, segmen
         return np.ascontiguousarray(x.reshape(x.shape[0], S * E, *x.shape[3:]))
 
     pos = np.asarray(trunc_pos, dtype=np.int64).reshape(-1, 3)
-    cut = np.stack(trunc_obs) if trunc_obs else np.zeros((0, D), dtype=np.float32)
+    cut = np.stack(trunc_obs) if trunc_obs else np.zeros((0, D), dtype=spec.obs_dtype)
     bad = ~np.isfinite(cut).all(axis=1)  # a time limit cut off a broken state
     finite[pos[bad, 0], pos[bad, 2]] = False
     ep_returns_arr = np.asarray(ep_returns, dtype=np.float64)
