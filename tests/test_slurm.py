@@ -283,3 +283,44 @@ def test_a_preempted_batch_job_is_resumed_by_the_next_one_bitwise(slurm, tmp_pat
                client=False)
     whole.step(generations)
     assert np.array_equal(arrays["theta"], whole.theta)
+
+
+#: small runs of both Atari learners: the budget is learner steps (a few hundred frames)
+ATARI_RUNS = {
+    "apex": ["--learner-steps", "8", "--num-actors", "2", "--capacity", "2000", "--min-size",
+             "200", "--batch-size", "16", "--learner-chunk", "4", "--flush-size", "50",
+             "--eval-interval", "0", "--reward-clipping", "abs_one"],
+    "impala": ["--learner-steps", "3", "--batch-size", "2", "--unroll-length", "20",
+               "--envs-per-actor", "2", "--actors", "1", "--updates-per-iteration", "1",
+               "--eval-interval", "0"],
+}
+
+
+@pytest.mark.parametrize("algorithm", sorted(ATARI_RUNS))
+def test_atari_trains_on_slurm_workers(slurm, tmp_path, algorithm):
+    """``esnb train apex|impala --env ALE/Pong-v5`` with its workers in SLURM jobs (dask's
+    configuration picks the cluster, as a user's ~/.config/dask/esnb.yaml would): the run
+    reaches its budget, its actors step Pong on the workers, and the Ape-X replay holds about
+    one frame per transition."""
+    import pandas as pd
+
+    out, logs = tmp_path / "run", tmp_path / "logs"
+    kwargs = {"interface": "lo", "walltime": "00:10:00", "log_directory": str(logs),
+              "local_directory": str(tmp_path / "work"),
+              "job_name": f"esnb-atari-{algorithm}-{os.getpid()}"}
+    env = {**os.environ, "DASK_ESNB__CLUSTER__TYPE": "slurm",
+           "DASK_ESNB__CLUSTER__KWARGS": repr(kwargs)}
+    p = subprocess.run([sys.executable, "-m", "esnb.cli", "train", algorithm, "--env",
+                        "ALE/Pong-v5", "--workers", "1", "--max-episode-steps", "100",
+                        "--final-eval", "0", "--no-progress", "--out", str(out),
+                        *ATARI_RUNS[algorithm]],
+                       capture_output=True, text=True, timeout=900, env=env)
+    assert p.returncode == 0, p.stderr[-3000:]
+    h = pd.read_csv(out / "history.csv")
+    budget = int(ATARI_RUNS[algorithm][1])
+    assert h.learner_steps.iloc[-1] >= budget and h.env_steps.iloc[-1] > 0
+    if algorithm == "apex":
+        assert h.replay_bytes_per_transition.iloc[-1] < 1.2 * 84 * 84 + 100
+    # the workers were SLURM jobs: slurmd wrote their logs where the jobs were told to
+    worker_logs = [f for f in logs.glob("*.err") if "Start worker" in f.read_text()]
+    assert worker_logs, sorted(p.name for p in logs.iterdir()) if logs.exists() else "no logs"
