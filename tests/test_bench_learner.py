@@ -34,6 +34,16 @@ def test_the_apex_case_is_the_papers_learner_on_frames():
     assert np.isfinite(info["loss"]) and info["grad_norm"] > 0
 
 
+def test_the_impala_case_is_the_deep_network_on_unrolls_of_frames():
+    """The IMPALA case's update (at 2 unrolls of 2 steps here: the bench's 32 x 20 is the
+    same code): the deep torso over uint8 frames, the paper preset's loss and optimiser."""
+    from esnb.bench.learner import _impala
+
+    stats = _impala(torch.device("cpu"), 0, T=2, B=2)()
+    assert np.isfinite(stats["loss"]) and stats["grad_norm"] > 0
+    assert CASES["impala"].samples == 32 * 20
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_a_device_torch_cannot_see_is_one_line(capsys):
     assert main(["bench", "learner", "--device", "cuda", "--updates", "1"]) == 2

@@ -8,8 +8,8 @@ as in a run):
 - ``apex-dqn``: Ape-X DQN (Horgan et al. 2018): the Nature DQN torso with dueling heads of 512
   over 4x84x84 uint8 frames, 18 actions, batch 512, double Q-learning, centred RMSProp;
 - ``impala``: IMPALA (Espeholt et al. 2018): its deep residual torso over 4x84x84 frames, 18
-  actions, a batch of 32 unrolls of 20 steps, V-trace, RMSProp; present when esnb's IMPALA takes
-  frames;
+  actions, a batch of 32 unrolls of 20 steps, V-trace, the `paper` preset's optimiser
+  (RMSProp with TensorFlow's semantics) and loss;
 - ``td3``: the TD3 learner of AES-RL/CEM-RL (Fujimoto et al. 2018 as AES-RL's App. A sizes
   it): twin critic and actor of 256-256 on HalfCheetah's 17/6 dimensions, batch 256, one
   ``td3_step`` (critic update, and every second one the actor's) per update.
@@ -71,6 +71,37 @@ def _apex_dqn(device, seed: int):
     return lambda: learner.update(batch, weights)
 
 
+def _impala(device, seed: int, T: int = 20, B: int = 32):  # noqa: N803 - the paper's names
+    import gymnasium as gym
+
+    from esnb.nets.conv import ConvTorso
+    from esnb.rl.impala.actor_critic import ActorCriticSpec, init_actor_critic
+    from esnb.rl.impala.learner import ImpalaLearner, LossConfig
+    from esnb.rl.impala.unrolls import UnrollBatch
+    from esnb.runners.impala.config import ImpalaConfig
+
+    obs_space = gym.spaces.Box(0, 255, FRAMES, np.uint8)
+    spec = ActorCriticSpec.for_spaces(obs_space, gym.spaces.Discrete(ATARI_ACTIONS),
+                                      torso=ConvTorso("impala-deep", FRAMES))
+    rng = np.random.default_rng(seed)
+    paper = ImpalaConfig.build("paper", env="CartPole-v1")  # the loss's and optimiser's values
+    learner = ImpalaLearner(spec, init_actor_critic(spec, rng), lr=paper.lr,
+                            optimizer=paper.optimizer, obs_norm=False,
+                            rmsprop_eps=paper.rmsprop_eps, rmsprop_decay=paper.rmsprop_decay,
+                            device=device)
+    none = np.zeros(0, np.int64)
+    batch = UnrollBatch(
+        obs=rng.integers(0, 256, (T + 1, B, int(np.prod(FRAMES))), dtype=np.uint8),
+        actions=rng.integers(0, ATARI_ACTIONS, (T, B)),
+        rewards=rng.uniform(-1, 1, (T, B)).astype(np.float32),
+        terminated=np.zeros((T, B), bool), truncated=np.zeros((T, B), bool),
+        behaviour_log_probs=np.full((T, B), -np.log(ATARI_ACTIONS), np.float32),
+        trunc_t=none, trunc_b=none, trunc_obs=np.zeros((0, int(np.prod(FRAMES))), np.uint8),
+        versions=np.zeros(B, np.int64))
+    cfg = LossConfig.of(paper)
+    return lambda: learner.step(batch, cfg, paper.lr)
+
+
 def _td3(device, seed: int):
     from esnb.rl.td3.actor import actor_spec
     from esnb.rl.td3.learner import FIXED, CriticLearner, TD3Config
@@ -94,6 +125,8 @@ def _td3(device, seed: int):
 CASES = {
     "apex-dqn": Case("apex-dqn", "Nature conv + dueling 512", "512 transitions", 512,
                      _apex_dqn),
+    "impala": Case("impala", "deep residual conv (15 layers)", "32 unrolls x 20", 640,
+                   _impala),
     "td3": Case("td3", "twin critic + actor 256-256", "256 transitions", 256, _td3),
 }
 
@@ -170,11 +203,11 @@ def run(args) -> int:
     print()
     print(f"learner updates on {r['device']} (torch {r['torch']}, {r['torch_threads']} CPU "
           f"threads): median of {r['repeats']} interleaved rounds of {r['updates']} updates")
-    print(f"  {'learner':<10}{'network':<30}{'batch':<18}{'device':<8}{'updates/s':>10}"
+    print(f"  {'learner':<10}{'network':<32}{'batch':<18}{'device':<8}{'updates/s':>10}"
           f"{'samples/s':>11}{'ms/update':>11}")
     by = {(row["case"], row["device"]): row for row in r["rows"]}
     for row in r["rows"]:
-        print(f"  {row['case']:<10}{row['network']:<30}{row['batch']:<18}{row['device']:<8}"
+        print(f"  {row['case']:<10}{row['network']:<32}{row['batch']:<18}{row['device']:<8}"
               f"{row['updates_per_s']:>10.2f}{row['samples_per_s']:>11,.0f}"
               f"{1000 * row['seconds_per_update']:>11.1f}")
     if r["device"] != "cpu":
