@@ -211,6 +211,11 @@ def measure(env: str = ENV, workers: int = 2, rounds: int = 2, iterations: int =
         for name in ("esnb", "rllib") if r % 2 == 0 else ("rllib", "esnb"):
             out = (esnb_rate(env, workers, iterations) if name == "esnb"
                    else rllib_rate(env, workers, iterations, python))
+            if not (out["sampled"] and out["trained"]):
+                # seen with ray 2.60 on this machine (BENCHMARKS.md): no ratio to print
+                raise ValueError(f"{name} sampled {out['sampled']} and trained {out['trained']} "
+                                 f"agent steps in {iterations} timed iterations: nothing to "
+                                 f"compare (more --iterations?)")
             runs[name].append(out)
             progress(f"round {r + 1}/{rounds} {name}: actors {out['actor_fps']:,.0f}, learner "
                      f"{out['learner_fps']:,.0f} agent steps/s over {out['seconds']:.0f} s")
