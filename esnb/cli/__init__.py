@@ -36,6 +36,7 @@ BENCHMARKS: dict[str, str] = {
     "aes-rules": "esnb.bench.aes_rules",
     "rollout": "esnb.bench.rollout",
     "es-vs-evotorch": "esnb.bench.es_vs_evotorch",
+    "impala-vs-rllib": "esnb.bench.impala_vs_rllib",
     "results": "esnb.bench.results.command",
 }
 
