@@ -25,12 +25,12 @@ its own interpreter because it pins its own torch and pulls in Ray: the optional
 from __future__ import annotations
 
 import statistics
-import subprocess
 import sys
 
 from esnb.bench import rollout
 from esnb.bench.flags import add_json, add_settings, given_settings
 from esnb.bench.memory import child
+from esnb.bench.peer import peer_versions
 from esnb.bench.report import Session
 from esnb.bench.rollout import CHILD, physics_in_parallel, physics_rate
 from esnb.runners.es.config import ESConfig
@@ -106,13 +106,7 @@ def network(es: ESConfig) -> str:
 def check_evotorch(python: str) -> str:
     """The EvoTorch and Ray versions ``python`` imports; ValueError (one line) if it cannot."""
     code = "import evotorch, ray; print(evotorch.__version__, ray.__version__)"
-    try:
-        proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=300)
-    except OSError as exc:
-        raise ValueError(f"--evotorch-python {python}: cannot run it ({exc.strerror})") from None
-    if proc.returncode != 0:
-        raise ValueError(MISSING.format(python=python))
-    return proc.stdout.strip()
+    return peer_versions(python, code, "--evotorch-python", MISSING)
 
 
 def esnb_rate(env: str, workers: int, generations: int, population: int) -> dict:

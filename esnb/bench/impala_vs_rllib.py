@@ -31,11 +31,11 @@ RLlib runs in its own interpreter (it pins its own gymnasium): the optional extr
 from __future__ import annotations
 
 import statistics
-import subprocess
 import sys
 
 from esnb.bench.flags import add_json
 from esnb.bench.memory import child
+from esnb.bench.peer import peer_versions
 from esnb.bench.report import Session
 from esnb.settings import integer
 
@@ -160,13 +160,7 @@ def add_arguments(p) -> None:
 def check_rllib(python: str) -> str:
     """The Ray version ``python`` imports RLlib with; ValueError (one line) if it cannot."""
     code = "import ray, ray.rllib; print(ray.__version__)"
-    try:
-        proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=300)
-    except OSError as exc:
-        raise ValueError(f"--rllib-python {python}: cannot run it ({exc.strerror})") from None
-    if proc.returncode != 0:
-        raise ValueError(MISSING.format(python=python))
-    return proc.stdout.strip()
+    return peer_versions(python, code, "--rllib-python", MISSING)
 
 
 def rates(out: dict, workers: int) -> dict:
