@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 
-from esnb.envs.make import make_env, time_limit
+from esnb.envs.make import check_time_limit, make_env, time_limit
 
 _BOOKKEEPING = ("TimeLimit", "OrderEnforcing", "PassiveEnvChecker")
 
@@ -74,10 +74,7 @@ class FastEnv:
         while isinstance(layer, gym.Wrapper):
             wrappers.append(type(layer).__name__)
             layer = layer.env
-        if limit is None:
-            raise ValueError(
-                f"environment {env_id!r} has no time limit: pass max_episode_steps"
-            )
+        check_time_limit(env_id, limit, None)  # max_episode_steps, when given, is a TimeLimit
         self.limit = int(limit)
         stripped = all(w in _BOOKKEEPING for w in wrappers)
         self.core = self.env.unwrapped if stripped else self.env
