@@ -219,8 +219,20 @@ def test_launch_checks_everything_before_a_process_starts(in_tmp):
         esnb.launch("es", env="CartPole-v1", sigma=-1, generations=5)
     with pytest.raises(ValueError, match="unknown algorithm 'ess'; known: aesrl, apex"):
         esnb.launch("ess", generations=5)
-    with pytest.raises(ValueError, match="--serve needs esnb's own LocalCluster"):
-        esnb.launch("es", env="CartPole-v1", address="tcp://127.0.0.1:8786", generations=5)
+    # a scheduler the run does not own: one line, why
+    for cluster in (None, "slurm"):
+        with pytest.raises(ValueError, match=r"^--serve refuses a scheduler the run does not "
+                                             r"own \(--address tcp://127.0.0.1:8786\): it "
+                                             r"would add its handler .* cannot give it the "
+                                             r"run's TLS; serve the run's own cluster") as err:
+            esnb.launch("es", env="CartPole-v1", address="tcp://127.0.0.1:8786",
+                        cluster=cluster, generations=5)
+        assert "\n" not in str(err.value)
+    for cluster in ("kubernetes", "address", 1):
+        with pytest.raises(ValueError, match=r"^cluster must be 'local' or a batch system the "
+                                             r"run starts and owns \(slurm, pbs, sge, lsf\), "
+                                             r"got "):
+            esnb.launch("es", env="CartPole-v1", cluster=cluster, generations=5)
     with pytest.raises(ValueError, match="--generations"):
         esnb.launch("es", env="CartPole-v1", generations=-5)
     with pytest.raises(ValueError, match="settings must be plain values"):
@@ -240,10 +252,23 @@ def test_a_run_that_ends_before_serving_says_why(in_tmp, monkeypatch):
 
 
 def test_serve_refuses_a_run_without_its_own_cluster(capsys, in_tmp):
+    import dask.config
+
     assert main(["train", "es", "--env", "CartPole-v1", "--serve", "--workers", "0"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("esnb: error: --serve needs esnb's own LocalCluster") and \
+    assert err.startswith("esnb: error: --serve needs a cluster of the run's own") and \
         "\n" not in err
+    # a scheduler it does not own, named by --address or by dask config: one line, why
+    for argv, config, where in (
+            (["--address", "tcp://127.0.0.1:8786"], {}, "--address tcp://127.0.0.1:8786"),
+            ([], {"esnb.cluster.type": "address"}, "esnb.cluster.type 'address'")):
+        with dask.config.set(config):
+            assert main(["train", "es", "--env", "CartPole-v1", "--serve", *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"esnb: error: --serve refuses a scheduler the run does not own "
+                              f"({where}): it would add its handler to that scheduler and hand "
+                              f"attached kernels credentials for it") and "\n" not in err
+    assert not (in_tmp / "runs").exists()  # refused before any folder or cluster
     for text in ("[1]", "{sigma: 1}"):
         assert main(["train", "es", "--env", "CartPole-v1", "--workers", "0",
                      "--settings", text]) == 2

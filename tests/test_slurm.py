@@ -324,3 +324,100 @@ def test_atari_trains_on_slurm_workers(slurm, tmp_path, algorithm):
     # the workers were SLURM jobs: slurmd wrote their logs where the jobs were told to
     worker_logs = [f for f in logs.glob("*.err") if "Start worker" in f.read_text()]
     assert worker_logs, sorted(p.name for p in logs.iterdir()) if logs.exists() else "no logs"
+
+
+#: a kernel that attaches to a served run (``python -c``, a fresh process): it waits two
+#: generations, sets sigma, waits for a row that used it, reads where the workers run, stops
+#: the run and prints what it saw as one JSON line
+ATTACHER = """
+import json, os, sys, time
+
+import psutil
+
+import esnb
+
+def worker():
+    # the worker's parent is `dask worker`, the command of its SLURM job
+    return os.environ.get("SLURM_JOB_ID"), psutil.Process().parent().cmdline()
+
+def until(what, check):
+    deadline = time.monotonic() + 180  # a safety net only
+    while not check():
+        assert time.monotonic() < deadline, f"not {what}"
+        time.sleep(0.3)
+
+run = esnb.attach(sys.argv[1], origin="fresh kernel")
+until("2 generations", lambda: run.iteration >= 2)
+version = run.controls.set(sigma=0.05)
+until("a row using it", lambda: any(r["controls_version"] >= version for r in run.records))
+workers = list(run.client.run(worker).values())
+changes = run.changes[["name", "new", "origin"]].values.tolist()
+run.stop()
+run.wait(timeout=180)
+print(json.dumps({"version": version, "changes": changes, "workers": workers,
+                  "state": run.state, "rows": len(run.history)}))
+"""
+
+
+def test_a_launched_slurm_run_is_attached_from_a_fresh_process(slurm, tmp_path, monkeypatch):
+    """``esnb.launch(..., cluster="slurm")``: the run's own SLURMCluster (its scheduler in the
+    run's process, its workers SLURM jobs) is served as a LocalCluster's is, TLS with the run's
+    own certificate between the scheduler and the workers; a fresh Python process attaches,
+    changes sigma, sees a generation use it and stops the run; the run folder ends complete,
+    the change recorded with the attached kernel's origin, and no job is left behind."""
+    import json
+
+    import pandas as pd
+
+    import esnb
+    from esnb.remote.attach import serving_info
+
+    monkeypatch.chdir(tmp_path)
+    job_name = f"esnb-served-{os.getpid()}"
+    # this kernel's dask config reaches the launched run (jobs on loopback, logs kept here)
+    jobs = {"interface": "lo", "walltime": "00:10:00", "job_name": job_name,
+            "log_directory": str(tmp_path / "logs"), "local_directory": str(tmp_path / "work")}
+    with dask.config.set({"esnb.cluster.kwargs": jobs, "esnb.cluster.actor-worker": False}):
+        # a budget far beyond what the test runs: the attached kernel stops it
+        run = esnb.launch("es", env="CartPole-v1", workers=1, population=8,
+                          noise_size=200_000, max_episode_steps=100, eval_interval=0,
+                          final_eval=1, generations=100_000, name="served", cluster="slurm",
+                          timeout=300)
+    folder = tmp_path / "runs" / "served"
+    try:
+        assert run.address.startswith("tls://127.0.0.1:")
+        assert serving_info(folder)["address"] == run.address
+        p = subprocess.run([sys.executable, "-c", ATTACHER, str(folder)], capture_output=True,
+                           text=True, timeout=600, cwd=tmp_path)
+        assert p.returncode == 0, p.stderr[-3000:]
+        seen = json.loads(p.stdout.strip().splitlines()[-1])
+        run.wait(timeout=300)
+    finally:
+        if run.process.poll() is None:  # a failed test's run: this test started it
+            os.killpg(run.process.pid, 9)
+            run.process.wait()
+    assert run.process.returncode == 0 and seen["state"] == "ended"
+    # the attached kernel reached workers in SLURM jobs, started with the run's own TLS files
+    ((job, command),) = seen["workers"]
+    assert job is not None and "tls://127.0.0.1:" in " ".join(command)
+    for flag, file in (("--tls-ca-file", "cert.pem"), ("--tls-cert", "cert.pem"),
+                       ("--tls-key", "key.pem")):
+        assert command[command.index(flag) + 1] == str(folder / "attach" / file)
+    assert seen["changes"] == [["sigma", 0.05, "fresh kernel"]]
+
+    # the run folder is complete; its credentials and attach.json are gone
+    for name in ("checkpoint.npz", "summary.json", "history.csv", "changes.csv"):
+        assert (folder / name).exists(), name
+    assert not (folder / "attach.json").exists() and not (folder / "attach").exists()
+    changes = pd.read_csv(folder / "changes.csv")
+    assert changes[["name", "new", "origin"]].values.tolist() == [
+        ["sigma", 0.05, "fresh kernel"]]
+    history = pd.read_csv(folder / "history.csv")
+    assert len(history) == seen["rows"] and len(history) >= 3
+    used = history.set_index("generation").controls_version
+    assert used[int(changes.generation.iloc[0])] == seen["version"]
+    assert json.loads((folder / "summary.json").read_text())["controls"]["sigma"] == 0.05
+    deadline = time.monotonic() + 60
+    while _squeue(job_name) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _squeue(job_name) == [], "the run's end leaves no job behind"

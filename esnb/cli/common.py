@@ -47,9 +47,10 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="keep a checkpoint every N iterations in checkpoints/, to --fork "
                         "from later (0: none)")
     p.add_argument("--serve", action="store_true",
-                   help="let notebooks attach to the run (esnb.attach(name)): its LocalCluster "
-                        "listens on 127.0.0.1 with TLS certificates made for this run, readable "
-                        "by you only (default: off)")
+                   help="let notebooks attach to the run (esnb.attach(name)): its own cluster "
+                        "(a LocalCluster on 127.0.0.1, or the batch cluster dask config "
+                        "esnb.cluster.type chooses) speaks TLS with certificates made for this "
+                        "run, readable by you only; never with --address (default: off)")
     p.add_argument("--settings", default=None, metavar="JSON",
                    help="settings as one JSON object, as esnb.launch passes them; a setting's "
                         "own flag wins (default: none)")
@@ -256,19 +257,22 @@ def run(cls, values: dict, args, command: str, budget: dict, default_budget: dic
         preset: str = "laptop", banner: str | None = None) -> int:
     """Plan, start a cluster, run to the budget (with checkpoints), finish; see
     :mod:`esnb.cli.run`."""
+    from esnb import config
     from esnb.cli import run as runs
-    from esnb.remote.serve import credentials, serving
+    from esnb.remote.serve import served_cluster, serving
     from esnb.runners.executor import session
 
     started = time.perf_counter()
     plan = runs.plan_run(cls, values, args)
     board_dir = tensorboard_dir(args, plan.folder)  # before any cluster: the extra is there
     check_mlflow(args)
-    # --serve: loopback and TLS with this run's own certificate (esnb.remote.serve)
-    security = credentials() if getattr(args, "serve", False) else None
-    cluster = {"security": security, "host": "127.0.0.1"} if security is not None else {}
+    # --serve: the run's own cluster (a LocalCluster on loopback, or a batch cluster) with TLS
+    # of this run's own certificate, its files kept until the cluster has closed
+    # (esnb.remote.serve)
     with runs.Interrupts() as interrupts, \
-            session(args.workers, args.address, **cluster) as executor:
+            served_cluster(plan.folder, getattr(args, "serve", False),
+                           str(config.get("cluster.type", "local")).lower()) as (security, own), \
+            session(args.workers, args.address, **own) as executor:
         runner = runs.build_runner(plan, executor)
         interrupts.watch(runner)
         runner.keep_checkpoints(plan.folder / "checkpoint.npz", every=args.checkpoint_every,

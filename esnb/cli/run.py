@@ -98,20 +98,29 @@ def check_schedule(cls: type, config, args) -> None:
 
 
 def check_cluster(args) -> None:
-    """``--workers`` and ``--address`` before anything starts."""
+    """``--workers``, ``--address``, ``--serve`` and the cluster dask config chooses
+    (``esnb.cluster.type``) before anything starts."""
     from esnb import config
 
     if args.workers < 0:
         raise ValueError(f"--workers must be >= 0 (0: this process), got {args.workers}")
-    if getattr(args, "serve", False) and (args.address or args.workers < 1):
-        raise ValueError("--serve needs esnb's own LocalCluster (--workers 1 or more, no "
-                         "--address): attached kernels reach the run through its scheduler")
+    kind = str(config.get("cluster.type", "local")).lower()
+    if getattr(args, "serve", False):
+        from esnb.remote.serve import check_servable
+
+        check_servable(args.address, kind, args.workers)
     if args.address:
         from esnb.cluster import check_address
 
         check_address(args.address, "--address")
-    else:
+    elif kind == "local":
         config.check_local_workers(args.workers, "--workers")
+    elif kind != "address" and args.workers > 0:
+        import importlib.util
+
+        if importlib.util.find_spec("dask_jobqueue") is None:
+            raise ValueError(f"esnb.cluster.type {kind!r} needs dask-jobqueue: "
+                             f"pip install 'esnb[jobqueue]'")
 
 
 def check_env(config) -> None:

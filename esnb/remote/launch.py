@@ -4,12 +4,16 @@ The run is ``python -m esnb.cli train <algorithm> --serve ...`` started in a new
 (``start_new_session``): a kernel's restart, interrupt or death does not reach it, nor its
 workers. Its settings are checked here first by the same code as ``esnb train`` (the command's
 own parser, :func:`esnb.cli.run.plan_run`), so a bad value is one line before any process
-starts; its output goes to ``run.log`` in its run folder.
+starts; its output goes to ``run.log`` in its run folder. It runs with this kernel's ``esnb``
+and ``jobqueue`` dask config (what ``dask.config.set`` changed here too); ``cluster=`` chooses
+its own cluster: a LocalCluster, or a batch cluster (``"slurm"``: its workers are SLURM jobs,
+its scheduler in the run's process, served as a LocalCluster's is).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -19,6 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from esnb.remote.attach import AttachedRun, alive, attach, last_line, serving_info
+from esnb.remote.serve import BATCH
+
+#: what ``cluster=`` takes: the clusters a run starts and owns
+CLUSTERS = ("local", *BATCH)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -65,10 +73,38 @@ def _command(algorithm: str, workers: int, address: str | None, name: str | None
     return algo, argv, parser.parse_args(argv)
 
 
+def _check_cluster(cluster: str | None) -> str | None:
+    """``cluster=``: None (the dask config's) or one of :data:`CLUSTERS`, else one line."""
+    if cluster is None:
+        return None
+    if not isinstance(cluster, str) or cluster.lower() not in CLUSTERS:
+        raise ValueError(f"cluster must be 'local' or a batch system the run starts and owns "
+                         f"({', '.join(BATCH)}), got {cluster!r}")
+    return cluster.lower()
+
+
+def _child_config(cluster: str | None) -> dict[str, str]:
+    """The environment variables that give the run this kernel's ``esnb`` and ``jobqueue``
+    dask config (dask reads ``DASK_INTERNAL_INHERIT_CONFIG`` as it does in a spawned worker;
+    ``DASK_*`` variables still win), ``cluster`` as its ``esnb.cluster.type``."""
+    import dask.config
+
+    inherit = {key: dask.config.get(key) for key in ("esnb", "jobqueue")
+               if dask.config.get(key, None) is not None}
+    try:
+        out = {"DASK_INTERNAL_INHERIT_CONFIG": dask.config.serialize(inherit)}
+    except TypeError as exc:
+        raise ValueError(f"the esnb/jobqueue dask config must be plain values (numbers, "
+                         f"strings, lists, dicts) to reach the run: {exc}") from None
+    if cluster is not None:
+        out["DASK_ESNB__CLUSTER__TYPE"] = cluster
+    return out
+
+
 def launch(algorithm: str, env: str | None = None, workers: int = 2,
            address: str | None = None, name: str | None = None, out: str | None = None,
            preset: str = "laptop", final_eval: int = 10, checkpoint_every: float = 60.0,
-           timeout: float = 300.0, origin: str | None = None,
+           timeout: float = 300.0, origin: str | None = None, cluster: str | None = None,
            **budget_and_settings: Any) -> AttachedRun:
     """Start a run in its own process and attach to it (see :mod:`esnb.remote`).
 
@@ -79,9 +115,10 @@ def launch(algorithm: str, env: str | None = None, workers: int = 2,
     env : str, optional
         The environment (else the preset's).
     workers : int
-        Worker processes of the run's LocalCluster.
+        Worker processes of the run's LocalCluster, or the workers its batch cluster keeps
+        (``esnb.cluster.adapt``'s minimum).
     address : str, optional
-        Not yet: a served run needs its own LocalCluster (the error says so).
+        Refused: the run would serve a scheduler it does not own (the one line says why).
     name, out : str, optional
         The run's name (default: algorithm and time) and folder (default ``runs/<name>``).
     preset : str
@@ -92,6 +129,12 @@ def launch(algorithm: str, env: str | None = None, workers: int = 2,
         Seconds to wait for the run to serve (a safety net; it is usually seconds).
     origin : str, optional
         How this kernel's control changes are recorded (see :func:`~esnb.remote.attach`).
+    cluster : str, optional
+        The run's own cluster: ``"local"`` (a LocalCluster on 127.0.0.1) or a batch system of
+        dask-jobqueue, ``"slurm"``, ``"pbs"``, ``"sge"``, ``"lsf"`` (its jobs' settings from
+        ``esnb.cluster.kwargs`` and ``jobqueue.<type>``; the jobs' workers read the run's TLS
+        files in its folder, so the run folder must be on a filesystem they share). Default:
+        ``esnb.cluster.type`` of the dask config.
     **budget_and_settings
         Budgets as ``runner.start()`` takes them (``generations=``, ``env_steps=``, ...);
         everything else is a setting, checked as ``esnb train`` checks it.
@@ -104,24 +147,31 @@ def launch(algorithm: str, env: str | None = None, workers: int = 2,
     Raises
     ------
     ValueError
-        A bad setting or budget (nothing started), or the run's process ended before serving
-        (the line is its log's last).
+        A bad setting, budget or cluster (nothing started), or the run's process ended before
+        serving (the line is its log's last).
     """
+    import dask.config
+
     from esnb.cli import run as runs
     from esnb.cli import train as trainer
 
+    cluster = _check_cluster(cluster)
     if env is not None:
         budget_and_settings["env"] = env
-    algo, argv, args = _command(algorithm, workers, address, name, out, preset, final_eval,
-                                checkpoint_every, budget_and_settings)
-    cls, values = trainer.runner_and_settings(algo, args)
-    plan = runs.plan_run(cls, values, args)  # every check of esnb train; the folder made
+    chosen = dask.config.set({"esnb.cluster.type": cluster}) if cluster is not None \
+        else contextlib.nullcontext()
+    with chosen:  # the run's cluster type, as its process will read it
+        algo, argv, args = _command(algorithm, workers, address, name, out, preset,
+                                    final_eval, checkpoint_every, budget_and_settings)
+        child_config = _child_config(cluster)
+        cls, values = trainer.runner_and_settings(algo, args)
+        plan = runs.plan_run(cls, values, args)  # every check of esnb train; the folder made
     if name is None:
         argv += ["--name", plan.name]
     if out is None:
         argv += ["--out", str(plan.folder)]
     log_path = plan.folder / "run.log"
-    env_vars = dict(os.environ)
+    env_vars = {**os.environ, **child_config}
     # the child imports the esnb this kernel imported, wherever that is
     root = str(Path(__file__).resolve().parents[2])
     env_vars["PYTHONPATH"] = os.pathsep.join(

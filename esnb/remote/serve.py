@@ -1,15 +1,21 @@
 """A run others can attach to: one handler on its own scheduler, ``attach.json`` in its folder.
 
-The run's LocalCluster runs its scheduler in the run's own process, so a handler added to that
-scheduler (``scheduler.handlers["esnb_run"]``) reaches the runner object itself: an attached
-kernel's ``await client.scheduler.esnb_run(action=...)`` reads its history or sets its controls
-through the same ``controls`` a widget of the run's own kernel would. Handlers run on the
-scheduler's event loop, so each op is quick: a slice of a list, a validated ``set``.
+The run's own cluster (a LocalCluster, or a batch cluster of dask-jobqueue: SLURM, PBS, SGE,
+LSF) runs its scheduler in the run's own process, so a handler added to that scheduler
+(``scheduler.handlers["esnb_run"]``) reaches the runner object itself: an attached kernel's
+``await client.scheduler.esnb_run(action=...)`` reads its history or sets its controls through
+the same ``controls`` a widget of the run's own kernel would. Handlers run on the scheduler's
+event loop, so each op is quick: a slice of a list, a validated ``set``.
 
-Access: the cluster listens on 127.0.0.1 only and speaks TLS with a certificate made for this
-run (:meth:`distributed.security.Security.temporary`); its PEM files are written into
-``<run folder>/attach/`` (mode 0600, folders 0700), so only the user who started the run can
-read them, and a client without them is refused by the TLS handshake.
+Access: the cluster speaks TLS with a certificate made for this run
+(:meth:`distributed.security.Security.temporary`), written before the cluster starts into
+``<run folder>/attach/`` (mode 0600, folders 0700) and removed once it has closed, so only the
+user who started the run can read it, and a client without it is refused by the TLS handshake.
+A LocalCluster listens on 127.0.0.1 only; a batch cluster's scheduler listens where its jobs'
+workers reach it (dask-jobqueue's ``interface``), and those workers, started by the batch
+system as the same user, read the same files (``--tls-ca-file``, ``--tls-cert``,
+``--tls-key``). A scheduler the run does not own (``--address``) is never served
+(:func:`check_servable`).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from esnb.config import CLUSTER_TYPES
 from esnb.record import history_to_json
 
 #: the file a serving run writes into its folder (deleted once the run has written its folder)
@@ -33,13 +40,16 @@ CREDENTIALS = "attach"
 HANDLER = "esnb_run"
 #: longest origin an attached kernel may give (it is written into changes.csv)
 MAX_ORIGIN = 120
+#: the batch-system types of ``esnb.cluster.type`` (dask-jobqueue): clusters the run owns
+BATCH = tuple(t for t in CLUSTER_TYPES if t not in ("local", "address"))
 #: seconds a run that ends waits for its attached kernels to close their clients (they look
 #: at attach.json whenever they are used; a handle's wait() every half second)
 LEAVE_WAIT = 3.0
 
 
 def credentials():
-    """A :class:`~distributed.security.Security` with a certificate made for one run."""
+    """A :class:`~distributed.security.Security` with a certificate made for one run, in
+    memory."""
     from esnb.cluster import make_security
 
     try:
@@ -57,6 +67,105 @@ def _write_private(path: Path, text: str) -> None:
     os.chmod(path, 0o600)  # an older file of the same name kept its mode through O_TRUNC
 
 
+def _write_credentials(folder: Path, security) -> None:
+    """``security``'s PEM text into ``<folder>/attach/`` (folders 0700, files 0600)."""
+    os.chmod(folder, 0o700)
+    creds = folder / CREDENTIALS
+    creds.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(creds, 0o700)
+    # Security.temporary(): one self-signed certificate is the CA and every party's
+    # certificate, and the key signs for all of them
+    _write_private(creds / "cert.pem", security.tls_ca_file)
+    _write_private(creds / "key.pem", security.tls_client_key)
+
+
+def _remove_credentials(folder: Path) -> None:
+    for name in ("cert.pem", "key.pem"):
+        (folder / CREDENTIALS / name).unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        (folder / CREDENTIALS).rmdir()
+
+
+@contextlib.contextmanager
+def run_credentials(folder):
+    """The run's TLS credentials as files, for the life of its cluster.
+
+    A certificate made for this run is written into ``<folder>/attach/`` before the cluster
+    starts; the yielded :class:`~distributed.security.Security` reads those files, so that a
+    batch cluster's workers (dask-jobqueue passes them ``--tls-ca-file``, ``--tls-cert``,
+    ``--tls-key``: paths, never the key's text in a job script) and the run's own scheduler
+    and client use one certificate. The files go when the block ends: after the cluster has
+    closed (its last connections still read them).
+
+    Yields
+    ------
+    distributed.security.Security
+    """
+    from distributed.security import Security
+
+    folder = Path(folder).resolve()  # a job's worker may start in another directory
+    _write_credentials(folder, credentials())
+    cert, key = (str(folder / CREDENTIALS / name) for name in ("cert.pem", "key.pem"))
+    try:
+        yield Security(require_encryption=True, tls_ca_file=cert,
+                       **{f"tls_{role}_{part}": path for role in ("client", "scheduler", "worker")
+                          for part, path in (("cert", cert), ("key", key))})
+    finally:
+        _remove_credentials(folder)
+
+
+def check_servable(address: str | None, kind: str, workers: int) -> None:
+    """``--serve`` asks for a cluster the run owns: one line why not, before any starts.
+
+    Parameters
+    ----------
+    address : str, optional
+        ``--address``: a scheduler the run would join.
+    kind : str
+        ``esnb.cluster.type`` (``address`` joins ``esnb.cluster.address``).
+    workers : int
+        ``--workers`` (0: the run's own process, no scheduler).
+    """
+    if address or kind == "address":
+        where = f"--address {address}" if address else "esnb.cluster.type 'address'"
+        raise ValueError(f"--serve refuses a scheduler the run does not own ({where}): it "
+                         f"would add its handler to that scheduler and hand attached kernels "
+                         f"credentials for it, and cannot give it the run's TLS; serve the "
+                         f"run's own cluster (a LocalCluster, or esnb.cluster.type "
+                         f"{'/'.join(BATCH)})")
+    if workers < 1:
+        raise ValueError("--serve needs a cluster of the run's own (--workers 1 or more): "
+                         "attached kernels reach the run through its scheduler")
+
+
+@contextlib.contextmanager
+def served_cluster(folder, serve: bool, kind: str):
+    """The TLS and the :func:`~esnb.cluster.make_client` keywords of a run's own cluster.
+
+    Parameters
+    ----------
+    folder : path
+        The run folder (its credentials go into ``attach/`` while the block runs).
+    serve : bool
+        ``--serve``; without it: no TLS, no keywords.
+    kind : str
+        ``esnb.cluster.type``: ``local`` (bound to 127.0.0.1) or a batch type (its scheduler
+        where the jobs' workers reach it, dask-jobqueue's ``interface``).
+
+    Yields
+    ------
+    tuple
+        The :class:`~distributed.security.Security` (None without ``serve``) and the keyword
+        arguments of the cluster.
+    """
+    if not serve:
+        yield None, {}
+        return
+    with run_credentials(folder) as security:
+        yield security, {"security": security,
+                         **({"host": "127.0.0.1"} if kind == "local" else {})}
+
+
 def _controls_schema(controls) -> list[dict[str, Any]]:
     """The controls' declarations as plain data (their ``check`` functions stay here)."""
     return [{k: v for k, v in asdict(c).items() if k != "check"} for c in controls.schema]
@@ -69,11 +178,14 @@ class Serving:
     ----------
     runner : Runner
     client : distributed.Client
-        The client of the run's own LocalCluster (its scheduler runs in this process).
+        The client of the run's own cluster, a LocalCluster or a dask-jobqueue one (its
+        scheduler runs in this process).
     folder : path
-        The run folder: ``attach.json`` and the credentials go there.
+        The run folder: ``attach.json`` goes there, and the credentials unless
+        :func:`run_credentials` wrote them already.
     security : distributed.security.Security
-        The cluster's (from :func:`credentials`).
+        The cluster's: from :func:`run_credentials` (files in the run folder, removed by it),
+        or :func:`credentials` (in memory: written here, removed by :meth:`close`).
     """
 
     def __init__(self, runner, client, folder, security):
@@ -82,14 +194,9 @@ class Serving:
         self.scheduler = client.cluster.scheduler
         self.own_client = client.id
         self.address = self.scheduler.address
-        os.chmod(self.folder, 0o700)
-        creds = self.folder / CREDENTIALS
-        creds.mkdir(mode=0o700, exist_ok=True)
-        os.chmod(creds, 0o700)
-        # Security.temporary(): one self-signed certificate is the CA and every party's
-        # certificate, and the key signs for all of them
-        _write_private(creds / "cert.pem", security.tls_ca_file)
-        _write_private(creds / "key.pem", security.tls_client_key)
+        self.own_files = "\n" in security.tls_ca_file  # PEM text, not a file's path
+        if self.own_files:
+            _write_credentials(self.folder, security)
         self.scheduler.handlers[HANDLER] = self.handle
         self.info = {"name": runner.name, "algorithm": runner.algorithm, "title": runner.title,
                      "iteration_column": runner.iteration_column, "address": self.address,
@@ -101,18 +208,16 @@ class Serving:
         os.replace(tmp, self.folder / ATTACH_FILE)  # readers never see half a file
 
     def close(self) -> None:
-        """No longer attachable: the file and the credentials go, the handler answers "ended"; then
-        a moment (at most :data:`LEAVE_WAIT` s) for the attached kernels to notice and close their
-        clients before the scheduler goes (a client left connected would log a failed
-        reconnection in its notebook)."""
-        for path in (self.folder / ATTACH_FILE, self.folder / CREDENTIALS / "cert.pem",
-                     self.folder / CREDENTIALS / "key.pem"):
-            path.unlink(missing_ok=True)
+        """No longer attachable: the file goes (and the credentials :meth:`__init__` wrote), the
+        handler answers "ended"; then a moment (at most :data:`LEAVE_WAIT` s) for the attached
+        kernels to notice and close their clients before the scheduler goes (a client left
+        connected would log a failed reconnection in its notebook)."""
+        (self.folder / ATTACH_FILE).unlink(missing_ok=True)
+        if self.own_files:
+            _remove_credentials(self.folder)
         # a kernel that read attach.json just before it went may still send an op: it gets
         # "ended" (and reads the run folder), not the None dask answers for an unknown handler
         self.scheduler.handlers[HANDLER] = _ended
-        with contextlib.suppress(OSError):
-            (self.folder / CREDENTIALS).rmdir()
         deadline = time.monotonic() + LEAVE_WAIT
         while time.monotonic() < deadline and self._attached():
             time.sleep(0.1)
