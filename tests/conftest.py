@@ -108,6 +108,19 @@ def fresh_client():
     c.close()
 
 
+@pytest.fixture(scope="module")
+def two_hosts():
+    """A Dask scheduler, a worker on this host and one on a simulated second host that shares
+    no /tmp, /dev/shm, home or cache with this one (:mod:`twohost`), for a module's tests.
+    Skipped, saying why, where ``unshare`` is not permitted; a failure with
+    ``ESNB_REQUIRE_TWO_HOSTS=1``."""
+    import twohost
+
+    twohost.require_or_skip()
+    with twohost.two_hosts() as hosts:
+        yield hosts
+
+
 @pytest.fixture
 def kernel(monkeypatch):
     """A real ipykernel with this checkout importable: ``(kernel manager, client)``, as a
