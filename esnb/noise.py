@@ -236,6 +236,12 @@ def get_noise_table(config: NoiseConfig) -> NoiseTable:
     return table
 
 
+def check_noise_table(config: NoiseConfig) -> None:
+    """:func:`get_noise_table` for a run's start on every present worker (``client.run``):
+    raises :class:`NoiseTableMismatch` where the table differs, returns nothing to send."""
+    get_noise_table(config)
+
+
 def drop_noise_table(config: NoiseConfig) -> None:
     """Forget the process-wide table for ``config``: this process stops using the shared copy
     (removed with its last user) and a private one is freed once unreferenced."""

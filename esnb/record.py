@@ -54,28 +54,82 @@ def _digest(arrays: dict[str, np.ndarray]) -> str:
     return h.hexdigest()
 
 
+#: rows of an array are read, sent and written in pieces of about this many bytes
+CHUNK_BYTES = 32 << 20
+
+
+def row_chunks(shape: tuple[int, ...], itemsize: int,
+               chunk_bytes: int = CHUNK_BYTES) -> list[tuple[int, int]]:
+    """``(start, stop)`` row ranges of an array of ``shape`` in pieces of about
+    ``chunk_bytes`` (one piece for a 0-d array: ``(0, 0)``, meaning the whole array)."""
+    if len(shape) == 0:
+        return [(0, 0)]
+    row = max(1, math.prod(shape[1:]) * int(itemsize))
+    step = max(1, int(chunk_bytes) // row)
+    return [(a, min(a + step, shape[0])) for a in range(0, shape[0], step)] or [(0, 0)]
+
+
 def save_checkpoint(path: str | os.PathLike, algorithm: str, meta: dict[str, Any],
                     arrays: dict[str, np.ndarray]) -> Path:
     """Write ``arrays`` and JSON-able ``meta`` atomically: a temporary file in the same folder,
     fsynced, then renamed over ``path`` (the previous checkpoint stays whole until then)."""
+    arrays = {k: np.asarray(v) for k, v in arrays.items()}
+    shapes = {k: (v.dtype, v.shape) for k, v in arrays.items()}
+    return write_checkpoint(path, algorithm, meta, shapes,
+                            lambda name, a, b: arrays[name][a:b] if b else arrays[name])
+
+
+def write_checkpoint(path: str | os.PathLike, algorithm: str, meta: dict[str, Any],
+                     shapes: dict[str, tuple], rows, chunk_bytes: int = CHUNK_BYTES) -> Path:
+    """Write a checkpoint whose arrays arrive piece by piece (a replay's, from the worker
+    holding it): the same file as :func:`save_checkpoint`, atomically, never holding more
+    than one piece in memory.
+
+    Parameters
+    ----------
+    shapes : dict
+        ``{name: (dtype, shape)}`` of every array.
+    rows : callable
+        ``rows(name, start, stop)``: rows ``start:stop`` of array ``name`` (``0, 0``: the
+        whole of a 0-d array), in the pieces :func:`row_chunks` cuts.
+
+    The arrays are written in the digest's order (by name) and hashed as they pass; the JSON
+    document with the digest goes last (``np.load`` reads members in any order).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    arrays = {k: np.asarray(v) for k, v in arrays.items()}
-    for k, v in arrays.items():
-        if v.dtype == object:
+    shapes = {k: (np.dtype(d), tuple(int(n) for n in s)) for k, (d, s) in shapes.items()}
+    for k, (dtype, _) in shapes.items():
+        if dtype.hasobject:
             raise TypeError(f"checkpoint array {k!r} has dtype object; only plain arrays are saved")
-    doc = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "algorithm": algorithm,
-        "digest": _digest(arrays),
-        "meta": meta,
-    }
-    blob = np.frombuffer(json.dumps(doc).encode(), dtype=np.uint8)
     fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            np.savez(f, __meta__=blob, **arrays)
+            h = hashlib.sha256()
+            with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as z:
+                for name in sorted(shapes):
+                    dtype, shape = shapes[name]
+                    h.update(name.encode())
+                    h.update(str(dtype).encode())
+                    h.update(str(_digest_shape(shape)).encode())
+                    with z.open(f"{name}.npy", "w", force_zip64=True) as member:
+                        np.lib.format.write_array_header_2_0(
+                            member, {"descr": np.lib.format.dtype_to_descr(dtype),
+                                     "fortran_order": False, "shape": shape})
+                        for a, b in row_chunks(shape, dtype.itemsize, chunk_bytes):
+                            piece = np.asarray(rows(name, a, b), dtype=dtype, order="C")
+                            want = shape if not b else (b - a, *shape[1:])
+                            if piece.shape != want:
+                                raise ValueError(f"checkpoint array {name!r}: rows {a}:{b} "
+                                                 f"came as {piece.shape}, expected {want}")
+                            data = memoryview(piece.reshape(-1)).cast("B")
+                            h.update(data)
+                            member.write(data)
+                doc = {"format": FORMAT, "format_version": FORMAT_VERSION,
+                       "algorithm": algorithm, "digest": h.hexdigest(), "meta": meta}
+                blob = np.frombuffer(json.dumps(doc).encode(), dtype=np.uint8)
+                with z.open("__meta__.npy", "w", force_zip64=True) as member:
+                    np.lib.format.write_array(member, blob, allow_pickle=False)
             f.flush()
             os.fsync(f.fileno())  # on disk before it replaces the previous good checkpoint
         umask = os.umask(0)
@@ -88,6 +142,101 @@ def save_checkpoint(path: str | os.PathLike, algorithm: str, meta: dict[str, Any
             os.unlink(tmp)
         raise
     return path
+
+
+def read_checkpoint_rows(path: str | os.PathLike, algorithm: str,
+                         chunk_bytes: int = CHUNK_BYTES):
+    """Read a checkpoint piece by piece (to send a replay to the worker that will hold it),
+    never holding more than one piece in memory.
+
+    Returns
+    -------
+    meta : dict
+    shapes : dict
+        ``{name: (dtype, shape)}``.
+    pieces : iterator
+        ``(name, start, rows)`` in :func:`row_chunks`' pieces; it checks the digest as the
+        rows pass and raises :class:`CheckpointError` after the last one if they do not match
+        (so a receiver commits only once the iterator is exhausted).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    try:
+        z = zipfile.ZipFile(path)
+        with z.open("__meta__.npy") as member:
+            doc = json.loads(np.lib.format.read_array(member, allow_pickle=False)
+                             .tobytes().decode())
+        shapes = {}
+        for info in z.infolist():
+            name = info.filename[:-len(".npy")]
+            if name == "__meta__" or not info.filename.endswith(".npy"):
+                continue
+            with z.open(info) as member:
+                shapes[name] = _npy_header(member)
+            if shapes[name][0].hasobject:
+                raise ValueError(f"array {name!r} holds Python objects (never unpickled)")
+    except (zipfile.BadZipFile, ValueError, KeyError, OSError, EOFError,
+            UnicodeDecodeError) as exc:
+        raise CheckpointError(
+            f"{path} is damaged or not an esnb checkpoint ({type(exc).__name__}: {exc})"
+        ) from exc
+    _check_doc(path, doc, algorithm)
+
+    def pieces():
+        h = hashlib.sha256()
+        try:
+            for name in sorted(shapes):
+                dtype, shape = shapes[name]
+                for text in (name, str(dtype), str(_digest_shape(shape))):
+                    h.update(text.encode())
+                with z.open(f"{name}.npy") as member:
+                    _npy_header(member)
+                    for a, b in row_chunks(shape, dtype.itemsize, chunk_bytes):
+                        want = shape if not b else (b - a, *shape[1:])
+                        nbytes = math.prod(want) * dtype.itemsize
+                        data = member.read(nbytes)
+                        if len(data) != nbytes:
+                            raise CheckpointError(f"{path} is damaged: array {name!r} ends "
+                                                  f"early")
+                        h.update(data)
+                        yield name, a, np.frombuffer(data, dtype=dtype).reshape(want)
+        finally:
+            z.close()
+        if doc.get("digest") != h.hexdigest():
+            raise CheckpointError(f"{path} is damaged: its arrays do not match their digest")
+
+    return doc["meta"], shapes, pieces()
+
+
+def _digest_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape :func:`_digest` hashes: ``np.ascontiguousarray`` makes a 0-d array 1-d."""
+    return shape if shape else (1,)
+
+
+def _npy_header(member) -> tuple[np.dtype, tuple[int, ...]]:
+    version = np.lib.format.read_magic(member)
+    read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+            else np.lib.format.read_array_header_2_0)
+    shape, fortran, dtype = read(member)
+    if fortran and len(shape) > 1:
+        raise ValueError("a Fortran-ordered array (esnb writes C order)")
+    return np.dtype(dtype), tuple(int(n) for n in shape)
+
+
+def _check_doc(path: Path, doc: Any, algorithm: str | None) -> None:
+    """Refuse a document that is not an esnb checkpoint of this format (and ``algorithm``)."""
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is not an esnb checkpoint")
+    if doc.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(
+            f"{path} has checkpoint format {doc.get('format_version')}, this esnb reads "
+            f"{FORMAT_VERSION}"
+        )
+    if algorithm is not None and doc.get("algorithm") != algorithm:
+        raise CheckpointError(
+            f"{path} holds a {doc.get('algorithm')!r} run, not {algorithm!r}"
+        )
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -136,17 +285,7 @@ def load_checkpoint(path: str | os.PathLike, algorithm: str | None = None
         raise CheckpointError(
             f"{path} is damaged or not an esnb checkpoint ({type(exc).__name__}: {exc})"
         ) from exc
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise CheckpointError(f"{path} is not an esnb checkpoint")
-    if doc.get("format_version") != FORMAT_VERSION:
-        raise CheckpointError(
-            f"{path} has checkpoint format {doc.get('format_version')}, this esnb reads "
-            f"{FORMAT_VERSION}"
-        )
-    if algorithm is not None and doc.get("algorithm") != algorithm:
-        raise CheckpointError(
-            f"{path} holds a {doc.get('algorithm')!r} run, not {algorithm!r}"
-        )
+    _check_doc(path, doc, algorithm)
     if doc.get("digest") != _digest(arrays):
         raise CheckpointError(f"{path} is damaged: its arrays do not match their digest")
     return doc["meta"], arrays

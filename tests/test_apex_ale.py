@@ -16,6 +16,7 @@ import pytest
 from esnb.replay import PrioritizedReplayBuffer, ReplayBuffer, split_state
 from esnb.replay.server import ReplayServer
 from esnb.replay.stacks import StackStorage, is_frame_stack
+from esnb.replay.transfer import local_call, pull, push
 from esnb.rl.apex.nets import transition_spec
 from esnb.runners.apex import ApeX
 from esnb.runners.apex.actor import ActorConfig, ActorGroup
@@ -164,9 +165,11 @@ def test_checkpoint_resume_is_exact(pong_net, tmp_path):
     a = server.buffer
     fill(a, batches[:8])
     a.evict()
-    server.checkpoint(tmp_path / "replay.npz")
+    pull(local_call(server), tmp_path / "replay.npz")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["replay.npz"]  # one file
-    b = ReplayServer(config, seed=0, checkpoint=str(tmp_path / "replay.npz")).buffer
+    restored = ReplayServer(config, seed=0)
+    push(local_call(restored), tmp_path / "replay.npz", chunk_bytes=100_000)  # in pieces
+    b = restored.buffer
     assert len(b) == len(a) == 300
     for buf in (a, b):  # go on identically: new batches, samples, priority updates
         fill(buf, batches[8:])

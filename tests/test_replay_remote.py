@@ -151,8 +151,13 @@ def test_the_transitions_a_loss_takes_are_counted_from_inserted_not_sizes(fresh_
 def test_inserts_no_reply_showed_are_counted_from_the_servers_count_file(fresh_client,
                                                                            tmp_path):
     """A writer whose reply the driver never saw (an actor loop, a task that died with the
-    replay's worker): the lost server's count file still says how many it took, so the loss
-    is counted exactly (issue 28; before, the largest count in the driver's replies)."""
+    replay's worker): the lost server's count file, on its own host's scratch, still says how
+    many it took, read by a worker of that host, so the loss is counted exactly (issue 28;
+    before, the largest count in the driver's replies). Issue 34: the file is the server's
+    host's, not in the driver's run folder; the run removes it when it closes the replay."""
+    import socket
+    import tempfile
+
     from esnb.replay.server import read_count
 
     client = fresh_client
@@ -163,12 +168,39 @@ def test_inserts_no_reply_showed_are_counted_from_the_servers_count_file(fresh_c
     assert replay.maybe_checkpoint(force=True)["inserted"] == 600
     executor.submit(_push, replay.info(), 600, 300).result()  # its reply is not observed
     assert replay.inserted == 600
-    assert read_count(tmp_path / "replay.npz.count-0") == (0, 900)  # what the server wrote
+    st = replay.call("stats")
+    assert st["host"] == socket.gethostname()
+    assert os.path.dirname(st["count_file"]) == tempfile.gettempdir()  # the host's scratch
+    assert read_count(st["count_file"]) == (0, 900)  # what the server wrote
+    assert sorted(os.listdir(tmp_path)) == ["replay.npz"]  # nothing of the server's here
 
     kill_worker_of(replay, client)
     report = replay.recover()
     assert report["lost"] == 300 and report["inserted_before"] == 900
     assert replay.lost_items == 300
-    assert read_count(tmp_path / "replay.npz.count-1") == (1, 600)  # the new server's
+    new = replay.call("stats")["count_file"]
+    assert read_count(new) == (1, 600)  # the new server's
     replay.close()
-    assert not any(".count-" in name for name in os.listdir(tmp_path))
+    assert not os.path.exists(st["count_file"]) and not os.path.exists(new)
+
+
+def test_recovery_checkpoints_are_fetched_while_the_run_goes_on(client, tmp_path):
+    """A due recovery checkpoint is fetched on a thread of its own: ``maybe_checkpoint``
+    returns at once, the replay takes calls meanwhile, and a later call collects the file the
+    driver wrote (the server's state at the moment it was asked)."""
+    from esnb.replay.server import checkpoint_mark
+
+    path = tmp_path / "recovery.npz"
+    replay = ReplayService(DaskExecutor(client), CONFIG, seed=5, checkpoint_path=str(path),
+                           checkpoint_interval=1e-6)
+    try:
+        replay.call("add", batch(300), np.ones(300), (0, np.arange(300)))
+        assert replay.maybe_checkpoint() is None  # started, not waited for
+        replay.call("add", batch(50, 300), np.ones(50), (0, np.arange(300, 350)))
+        replay._pending_checkpoint.result(timeout=60)
+        done = replay.maybe_checkpoint()
+        assert done["inserted"] in (300, 350) and done["path"] == str(path)
+        assert checkpoint_mark(path)["inserted"] == done["inserted"]
+        assert replay.latest["inserted"] == done["inserted"] and replay.checkpoints == 1
+    finally:
+        replay.close()

@@ -147,19 +147,26 @@ def test_checkpoints_never_unpickle(tmp_path):
 
 def test_replay_snapshots_never_unpickle_and_are_not_es_checkpoints(tmp_path):
     from esnb.replay.server import ReplayServer
+    from esnb.replay.transfer import local_call, pull, push
 
     config = {"capacity": 64, "prioritized": True}
     server = ReplayServer(config, seed=0, switch_interval=None)
     server.add({"obs": np.arange(20, dtype=np.float32).reshape(10, 2),
                 "action": np.arange(10, dtype=np.int64)})
     snap = tmp_path / "replay.npz"
-    server.checkpoint(str(snap))
-    assert len(ReplayServer(config, checkpoint=str(snap), switch_interval=None).buffer) == 10
+    pull(local_call(server), snap)
+
+    def restored(path):
+        new = ReplayServer(config, switch_interval=None)
+        push(local_call(new), path)
+        return new
+
+    assert len(restored(snap).buffer) == 10
 
     trap, paths = _trap_checkpoints(tmp_path, snap)
     for path in paths:
         with pytest.raises(CheckpointError):
-            ReplayServer(config, checkpoint=str(path), switch_interval=None)
+            restored(path)
     assert not trap.exists()
 
     # a snapshot is not a run, and a run is not a snapshot
@@ -168,7 +175,7 @@ def test_replay_snapshots_never_unpickle_and_are_not_es_checkpoints(tmp_path):
     r = ES(**CFG, client=False)
     r.step(1)
     with pytest.raises(CheckpointError, match="holds a 'ES' run, not 'replay'"):
-        ReplayServer(config, checkpoint=str(r.save(tmp_path / "es.npz")), switch_interval=None)
+        restored(r.save(tmp_path / "es.npz"))
 
 
 @pytest.mark.parametrize("name, bad", [

@@ -148,7 +148,8 @@ class Soak:
         (key, address), = self.client.run_on_scheduler(replays)
         workers = live_workers(self.client)
         before = {k: int(self._last(k)) for k in ("replay_lost", "replay_recreations")}
-        generation = int(replay_stats(self.client, key, address)["generation"])
+        stats = replay_stats(self.client, key, address)
+        generation, count = int(stats["generation"]), stats["count_file"]
         os.kill(workers[address], signal.SIGKILL)
         deadline = time.monotonic() + 600
         while True:  # the run recreates the replay on a live worker
@@ -161,8 +162,8 @@ class Soak:
             time.sleep(0.1)
         (new_key, new_address), = now
         restored = int(replay_stats(self.client, new_key, new_address)["restored_inserted"])
-        # the lost server's own last count: its count file, beside the run's recovery files
-        count = self.driver.folder / f"checkpoint.replay-recovery.npz.count-{generation}"
+        # the lost server's own last count: its count file in its host's scratch (this
+        # host: a LocalCluster), which the run reads and removes only when it closes the replay
         final = read_count(count)
         if final is None or final[0] != generation:
             raise RuntimeError(f"no count of replay generation {generation} in {count}")

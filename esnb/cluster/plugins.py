@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import os
 import sys
 
@@ -13,6 +14,8 @@ from distributed import Client, SchedulerPlugin, WorkerPlugin
 
 from esnb.lazy import after_import
 from esnb.noise import NoiseConfig, drop_noise_table, get_noise_table
+
+log = logging.getLogger("esnb.cluster")
 
 #: worker resource of the long-lived worker that holds actors
 ACTOR_RESOURCE = "esnb-actor"
@@ -26,8 +29,11 @@ class EveryWorker(WorkerPlugin):
     off the event loop (heartbeats keep flowing); ``teardown(*args)`` when the worker closes.
 
     A function that raises fails the registration with its error, the worker's address in
-    front (a worker whose noise table differs refuses a run this way). Registering the same
-    ``name`` again is a no-op (``idempotent``).
+    front (a worker whose noise table differs refuses a run this way), and the worker leaves
+    the cluster with its nanny, saying why in its log: a worker that joins later cannot serve
+    the run (Dask only logs a joiner's failed plugin and would give it tasks). Registering the
+    same ``name`` again is a no-op (``idempotent``): a run checks the present workers itself
+    (:func:`esnb.noise.check_noise_table`).
     """
 
     idempotent = True
@@ -39,7 +45,9 @@ class EveryWorker(WorkerPlugin):
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(None, self.fn, *self.args)
-        except Exception as exc:  # say which worker
+        except Exception as exc:  # say which worker, and leave
+            log.error("worker %s leaves the cluster: %s", worker.address, exc)
+            worker.loop.add_callback(worker.close, nanny=True, reason=f"esnb: {self.name}")
             try:
                 said = type(exc)(f"worker {worker.address}: {exc}")
             except Exception:  # noqa: BLE001 - an exception that takes other arguments

@@ -12,11 +12,19 @@ inserted in the checkpoint a recreated server starts from; sizes say nothing onc
 or overwriting keeps them at the capacity). A checkpoint file carries a ``token`` and its size
 and inserted count, so a run's checkpoint can name exactly the replay file it goes with.
 
+A server never opens a file the driver names: its worker may be on another host, with another
+file system (a cloud or Kubernetes cluster, a batch cluster whose nodes have only local
+scratch). Its state travels to the driver, which writes the replay files
+(:meth:`ReplayServer.snapshot` and :mod:`esnb.replay.transfer`), and a new server is filled from
+the driver's file the same way (:meth:`ReplayServer.restore_begin`).
+
 Where a replay can be lost with its worker, the server also keeps its generation and
-``inserted`` counter in a 16-byte *count file* beside its recovery checkpoints, rewritten on
-every insert (:func:`write_count`, a ``pwrite`` into the page cache: a killed process's last
-write stays readable). The driver reads it after a loss (:func:`read_count`), so the inserts
-that no reply had shown yet are counted too: what a loss takes away is known exactly.
+``inserted`` counter in a 16-byte *count file* on its own host's scratch (:func:`scratch_dir`:
+``ESNB_SCRATCH``, else the temporary directory, ``TMPDIR``), rewritten on every insert
+(:func:`write_count`, a ``pwrite`` into the page cache: a killed process's last write stays
+readable). After a loss the driver reads it through a worker on that host
+(:func:`read_count_here`), so the inserts that no reply had shown yet are counted too: what a
+loss takes away is known exactly whenever a worker of the lost server's host is alive.
 
 The server lowers the Python thread switch interval of its worker process (default 0.5 ms):
 a busy actor loop on the same worker otherwise holds the GIL for the default 5 ms slices and a
@@ -26,8 +34,10 @@ replay call waited ~24 ms instead of ~2 ms (measured).
 from __future__ import annotations
 
 import os
+import socket
 import struct
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -57,20 +67,18 @@ class ReplayServer:
         :func:`~esnb.replay.buffer.buffer_from_config`).
     seed : int
         Seeds the server's generator (sampling and priority eviction).
-    checkpoint : str, optional
-        Restore from this file if it exists.
     switch_interval : float, optional
         ``sys.setswitchinterval`` for this process (None: leave it).
     generation : int
         Which creation of the run's replay this is (0: the first; replies carry it).
-    count_file : str, optional
-        Keep ``(generation, inserted)`` in this file, rewritten on every insert (see the
-        module's doc).
+    count_name : str, optional
+        Keep ``(generation, inserted)`` in the count file
+        ``<scratch>/<count_name>.count-<generation>`` on this host (:func:`scratch_dir`),
+        rewritten on every insert (see the module's doc).
     """
 
-    def __init__(self, config: dict, seed: int = 0, checkpoint: str | None = None,
-                 switch_interval: float | None = 0.0005, generation: int = 0,
-                 count_file: str | None = None):
+    def __init__(self, config: dict, seed: int = 0, switch_interval: float | None = 0.0005,
+                 generation: int = 0, count_name: str | None = None):
         self.buffer = buffer_from_config(config)
         self.rng = np.random.default_rng(seed)
         self.generation = int(generation)
@@ -79,20 +87,17 @@ class ReplayServer:
         self.restored_token: str | None = None
         self.infos: list[dict] = []
         self.created = time.time()
-        if checkpoint is not None and os.path.exists(checkpoint):
-            from esnb.record import load_checkpoint
-
-            meta, arrays = load_checkpoint(checkpoint, CHECKPOINT_ALGORITHM)
-            self.buffer.load_state_dict(join_state(meta, arrays))
-            self.restored = len(self.buffer)
-            self.restored_inserted = self.buffer.counters["inserted"]
-            self.restored_token = (meta.get("mark") or {}).get("token")
+        self.host = socket.gethostname()
+        self._snapshots: dict[str, dict[str, np.ndarray]] = {}
+        self._incoming: tuple[dict, dict[str, np.ndarray]] | None = None
         if switch_interval is not None:
             sys.setswitchinterval(float(switch_interval))
         self._count_fd = None
-        if count_file is not None:
-            self._count_fd = os.open(count_file, os.O_RDWR | os.O_CREAT | os.O_TRUNC
-                                     | os.O_CLOEXEC, 0o600)
+        self.count_file = None
+        if count_name is not None:
+            self.count_file = os.path.join(scratch_dir(), f"{count_name}.count-{generation}")
+            self._count_fd = os.open(self.count_file, os.O_RDWR | os.O_CREAT | os.O_TRUNC
+                                     | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             self._write_count()
 
     def _write_count(self) -> None:
@@ -181,7 +186,8 @@ class ReplayServer:
         (``restored`` items, ``restored_inserted``, ``restored_token``)."""
         return {**self.buffer.stats(), "generation": self.generation, "restored": self.restored,
                 "restored_inserted": self.restored_inserted,
-                "restored_token": self.restored_token}
+                "restored_token": self.restored_token, "host": self.host,
+                "count_file": self.count_file}
 
     def drain(self) -> dict[str, Any]:
         """Stats plus the ``info`` dicts received since the last drain."""
@@ -191,27 +197,105 @@ class ReplayServer:
     def state_dict(self) -> dict[str, Any]:
         return self.buffer.state_dict()
 
-    def checkpoint(self, path: str, token: str | None = None,
-                   drain: bool = False) -> dict[str, Any]:
-        """Write the buffer to ``path`` atomically, marked with ``token`` (and its size and
-        inserted count, readable with :func:`checkpoint_mark` without loading the arrays).
+    # -- the state travels: the driver writes the files (esnb.replay.transfer) ---------------
+    def snapshot(self, token: str, drain: bool = False) -> dict[str, Any]:
+        """Freeze a copy of the buffer's state under ``token`` for the driver to fetch
+        (:meth:`snapshot_rows`, then :meth:`snapshot_release`).
 
-        Returns ``path``, ``token``, ``size``, ``inserted``, ``generation``, ``bytes`` and
-        ``seconds``; with ``drain``, also :meth:`drain`'s ``stats`` and ``infos`` of the same
-        moment (what the written buffer holds is exactly what those infos reported).
+        Returns ``token``, ``size``, ``inserted``, ``generation``, the state's JSON-able
+        ``meta`` (with its ``mark``: token, size, inserted, readable by
+        :func:`checkpoint_mark` once written) and ``shapes`` (``{name: (dtype, shape)}``); with
+        ``drain``, also :meth:`drain`'s ``stats`` and ``infos`` of the same moment (what the
+        snapshot holds is exactly what those infos reported).
         """
-        from esnb.record import save_checkpoint
-
-        t0 = time.perf_counter()
-        meta, arrays = split_state(self.buffer.state_dict())
+        meta, arrays = split_state(self.buffer.state_dict())  # copies: inserts may go on
+        self._snapshots[str(token)] = arrays
         mark = {"token": token, "size": len(self.buffer),
                 "inserted": int(self.buffer.counters["inserted"])}
-        save_checkpoint(path, CHECKPOINT_ALGORITHM, {**meta, "mark": mark}, arrays)
-        out = {**self._counts(), "token": token, "bytes": os.path.getsize(path),
-               "seconds": time.perf_counter() - t0, "path": str(path)}
+        out = {**self._counts(), "token": token, "meta": {**meta, "mark": mark},
+               "shapes": {k: (a.dtype.str, a.shape) for k, a in arrays.items()}}
         if drain:
             out.update(self.drain())
         return out
+
+    def snapshot_rows(self, token: str, name: str, start: int, stop: int) -> np.ndarray:
+        """Rows ``start:stop`` of array ``name`` of snapshot ``token`` (``0, 0``: a 0-d
+        array whole)."""
+        array = self._snapshots[str(token)][name]
+        return array[int(start):int(stop)] if stop else array
+
+    def snapshot_release(self, token: str) -> None:
+        """Let go of snapshot ``token``."""
+        self._snapshots.pop(str(token), None)
+
+    def restore_begin(self, meta: dict, shapes: dict) -> None:
+        """Start filling this new, empty server from a replay file the driver holds:
+        ``meta`` and ``shapes`` (``{name: (dtype, shape)}``) of the file's state, then
+        :meth:`restore_rows` piece by piece, then :meth:`restore_end`."""
+        if self.buffer.counters["inserted"] or len(self.buffer):
+            raise ValueError("a replay is restored only into a new, empty server")
+        arrays = {k: np.empty(tuple(shape), dtype=np.dtype(dtype))
+                  for k, (dtype, shape) in shapes.items()}
+        self._incoming = (dict(meta), arrays)
+
+    def restore_rows(self, name: str, start: int, rows: np.ndarray) -> None:
+        """Put ``rows`` at row ``start`` of array ``name`` (a 0-d array: whole)."""
+        if self._incoming is None:
+            raise ValueError("restore_rows before restore_begin")
+        array = self._incoming[1][name]
+        if array.ndim == 0:
+            array[()] = rows
+        else:
+            array[int(start):int(start) + len(rows)] = rows
+
+    def restore_abort(self) -> None:
+        """Drop a restore that will not finish (the file was damaged on the way)."""
+        self._incoming = None
+
+    def restore_end(self) -> dict[str, Any]:
+        """Load the state the driver sent (everything is checked before anything changes);
+        returns :meth:`stats` (``restored``, ``restored_inserted``, ``restored_token``)."""
+        if self._incoming is None:
+            raise ValueError("restore_end before restore_begin")
+        (meta, arrays), self._incoming = self._incoming, None
+        self.buffer.load_state_dict(join_state(meta, arrays))
+        self.restored = len(self.buffer)
+        self.restored_inserted = int(self.buffer.counters["inserted"])
+        self.restored_token = (meta.get("mark") or {}).get("token")
+        self._write_count()
+        return self.stats()
+
+    def close(self) -> None:
+        """Remove this server's count file (the run closes its replay)."""
+        if self._count_fd is not None:
+            os.close(self._count_fd)
+            self._count_fd = None
+            try:
+                os.unlink(self.count_file)
+            except FileNotFoundError:
+                pass
+
+
+def scratch_dir() -> str:
+    """This host's scratch folder for what a server keeps beside itself (its count file):
+    ``ESNB_SCRATCH`` if set, else the temporary directory (``TMPDIR``, ``/tmp``). Evaluated on
+    the server's own worker, so each host uses its own."""
+    return os.environ.get("ESNB_SCRATCH") or tempfile.gettempdir()
+
+
+def read_count_here(host: str, path: str, remove: bool = True) -> tuple[int, int] | None:
+    """A task on a worker of host ``host``: the count file ``path`` a lost server left there,
+    ``(generation, inserted)``, and remove it (``remove``); None on another host or without
+    the file."""
+    if socket.gethostname() != host:
+        return None
+    count = read_count(path)
+    if remove and count is not None:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+    return count
 
 
 _COUNT = struct.Struct("<qq")

@@ -1,12 +1,13 @@
 """A run's checkpoint and its replay, kept as a consistent pair (AES-RL, CEM-RL and Ape-X).
 
-A replay is too large to go into the run's checkpoint at every save and is written by the
-server that holds it (on its worker), so it has a file of its own, next to the checkpoint:
+A replay is too large to go into the run's checkpoint at every save, so it has a file of its
+own, next to the checkpoint, which this process writes as the server's state arrives in pieces
+from the worker holding it (:mod:`esnb.replay.transfer`; the worker may be on another host):
 ``<stem>.replay-<token>.npz`` (``checkpoint.replay-1f3a....npz`` beside ``checkpoint.npz``).
 :class:`ReplayCheckpoints` (a runner mixin) saves in this order:
 
-1. the replay, to a file with a new token (the server writes it atomically; its mark records
-   the token, its size and its inserted count);
+1. the replay, to a file with a new token (written atomically; its mark records the token,
+   its size and its inserted count);
 2. the run's checkpoint (atomically), recording ``replay = {file, token, size, inserted}``;
 3. only then the replay files of earlier checkpoints of the same stem are removed.
 
@@ -16,7 +17,7 @@ another moment: a :class:`~esnb.record.CheckpointError`), and the restored serve
 again once it is up. A replay that cannot be written (its worker just died) is carried over
 from the newest replay file the run has (its last recovery checkpoint), under the new name.
 
-The recovery checkpoints a :class:`~esnb.runners.replay_service.ReplayService` writes every
+The recovery checkpoints a :class:`~esnb.runners.replay_service.ReplayService` fetches every
 few seconds (to recreate a replay whose worker died) go into the run folder
 (``<stem>.replay-recovery.npz``, removed on close) when the run keeps checkpoints, else into a
 private directory (mode 0700) removed on close; :meth:`ReplayCheckpoints._recovery_files`.

@@ -8,26 +8,29 @@ a worker share one thread, and an actor dies with its worker: nothing in Dask re
 - creates :class:`~esnb.replay.server.ReplayServer` through the executor (a Dask actor pinned to
   a chosen worker, or an object in this process), under a key of its own, empty or from a
   replay file (checked against the counts the run's checkpoint recorded for it);
-- asks it to write a recovery checkpoint every ``checkpoint_interval`` seconds when it can be
-  lost (an atomic ``.npz``; the path must be reachable from the workers, as on a LocalCluster or
-  a shared file system): into the run folder, or into a private directory (mode 0700, removed
-  on close) when the run has none;
+- keeps recovery checkpoints every ``checkpoint_interval`` seconds when it can be lost: the
+  server freezes a copy of its state and this process fetches it in pieces and writes the
+  file (:func:`esnb.replay.transfer.pull`, on a thread of its own so the run goes on), into
+  the run folder or into a private directory (mode 0700, removed on close) when the run has
+  none. Only the driver writes files: the server's worker may be on another host;
 - remembers the newest replay file written (``latest``: a recovery checkpoint or the file a
   runner's checkpoint was paired with, see :mod:`esnb.runners.replay_files`);
 - notices the loss (the actor's future errs once the scheduler drops the worker, and calls then
-  fail at once with "Worker holding Actor was lost"), creates a new server on a live worker
-  from ``latest`` (or empty) and counts the transitions lost *exactly*: the lost server's last
-  ``inserted`` counter minus the ``inserted`` counter of the file the new one starts from
-  (sizes would say nothing: FIFO eviction and overwriting keep a full replay's size constant).
-  The last counter is the one the server wrote into its count file beside the recovery
-  checkpoints (:func:`~esnb.replay.server.write_count`, on every insert), or, without one, the
-  largest its replies showed; a reply of a lost server that arrives later (a task that wrote
-  to it just before it died) adds what it shows beyond that.
+  fail at once with "Worker holding Actor was lost"), creates a new server on a live worker,
+  fills it from ``latest`` (:func:`esnb.replay.transfer.push`: the file travels from here, so
+  the new server may be on any host) or leaves it empty, and counts the transitions lost
+  *exactly*: the lost server's last ``inserted`` counter minus the ``inserted`` counter of the
+  file the new one starts from (sizes would say nothing: FIFO eviction and overwriting keep a
+  full replay's size constant). The last counter is the one the server wrote into its count
+  file on its own host (:func:`~esnb.replay.server.write_count`, on every insert), read
+  through a worker of that host (:class:`~esnb.runners.replay_counts.LostCounts`: at once if
+  one is alive, else when one joins), or the largest its replies showed; a reply of a lost
+  server that arrives later (a task that wrote to it just before it died) adds what it shows
+  beyond that.
 """
 
 from __future__ import annotations
 
-import glob
 import logging
 import os
 import shutil
@@ -35,9 +38,12 @@ import tempfile
 import time
 import uuid
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from esnb.replay.server import ReplayLost, ReplayServer, is_loss, read_count
+from esnb.replay.server import ReplayLost, ReplayServer, is_loss
+from esnb.replay.transfer import pull, push
+from esnb.runners.replay_counts import LostCounts
 
 log = logging.getLogger("esnb.replay")
 
@@ -58,7 +64,8 @@ class ReplayService:
     resources : dict, optional
         Worker resources to ask for instead of an address (the long-lived actor worker).
     checkpoint_path : str, optional
-        Where the server writes its recovery checkpoints (None: nowhere, unless ``private``).
+        Where this process writes the server's recovery checkpoints (None: nowhere, unless
+        ``private``).
     checkpoint_interval : float
         Seconds between recovery checkpoints (see :meth:`maybe_checkpoint`).
     timeout : float
@@ -66,8 +73,9 @@ class ReplayService:
     switch_interval : float, optional
         Passed to the server (None in this process: the driver's threads are not the server's).
     restore : dict, optional
-        Start the first server from the replay file ``restore["path"]``; its ``size`` and
-        ``inserted`` (the counts the run's checkpoint recorded) are checked once it is up.
+        Fill the first server from the replay file ``restore["path"]`` (on this machine); its
+        ``size`` and ``inserted`` (what the run's checkpoint recorded) are checked once it is
+        up.
     private : bool
         Without ``checkpoint_path``: write recovery checkpoints into a directory of this
         service's own (mode 0700), removed by :meth:`close` (only where the server can be
@@ -102,7 +110,7 @@ class ReplayService:
         # on close(), or when this process exits without one (a command line run)
         self._cleanup = weakref.finalize(
             self, _remove, self._private_dir,
-            self.checkpoint_path if self.remove_on_close else None, self.checkpoint_path)
+            self.checkpoint_path if self.remove_on_close else None)
         self.checkpoint_interval = float(checkpoint_interval)
         self.timeout = float(timeout)
         self.switch_interval = switch_interval if executor.remote else None
@@ -119,19 +127,38 @@ class ReplayService:
         self.latest: dict[str, Any] | None = None
         self._last_checkpoint_time = time.monotonic()
         self._pending_checkpoint = None
-        self.ref = executor.actor(ReplayServer, self.config, self.seed,
-                                  None if restore is None else str(restore["path"]),
-                                  self.switch_interval, 0, self.count_file(0),
-                                  key="esnb-replay", worker=worker, resources=resources,
-                                  timeout=self.timeout)
+        # recovery checkpoints are fetched on a thread of their own (a cluster's replay only)
+        self._pulls = ThreadPoolExecutor(1, thread_name_prefix="esnb-replay-pull") \
+            if executor.remote else None
+        # where it can be lost, each server keeps a count file on its own host
+        self._count_name = f"esnb-replay-{uuid.uuid4().hex[:16]}" if executor.remote else None
+        #: generation -> (host, count file) of each server made
+        self._count_files: dict[int, tuple[str, str]] = {}
+        self._lost_counts = LostCounts(executor, self.timeout) if executor.remote else None
+        self.ref = executor.actor(ReplayServer, self.config, self.seed, self.switch_interval,
+                                  0, self._count_name, key="esnb-replay", worker=worker,
+                                  resources=resources, timeout=self.timeout)
         self._live = 0  # the generation whose replies count as the current server's
         # the current generation, for tasks holding a handle: a call to a replaced server
         # fails within a second instead of waiting out its timeout (replay.server.wait_result)
         self._current = executor.channel(f"esnb-replay-current-{uuid.uuid4().hex[:12]}") \
             if executor.remote else None
+        try:
+            self._fill(None if restore is None else restore["path"])
+            if restore is not None:
+                self._check_restored(restore)
+        except BaseException:
+            self.close()
+            raise
         self._publish_generation()
-        if restore is not None:
-            self._check_restored(restore)
+
+    def _fill(self, path: str | None) -> dict:
+        """Fill the new server from the replay file ``path`` of this machine (None: it stays
+        empty); note where it keeps its count file. Returns its stats."""
+        st = self.call("stats") if path is None else push(self.call, path)
+        if st.get("count_file"):
+            self._count_files[self.generation] = (st["host"], st["count_file"])
+        return st
 
     def _publish_generation(self) -> None:
         if self._current is not None:
@@ -144,7 +171,6 @@ class ReplayService:
         got = (int(st["restored"]), int(st["restored_inserted"]), st["restored_token"])
         want = (int(restore["size"]), int(restore["inserted"]), restore.get("token"))
         if got != want:
-            self.close()
             raise CheckpointError(
                 f"the replay restored from {restore['path']} holds {got[0]} items, {got[1]} "
                 f"inserted (token {got[2]}); the run's checkpoint recorded {want[0]} items, "
@@ -152,13 +178,6 @@ class ReplayService:
         self.latest = {k: restore[k] for k in ("path", "token", "size", "inserted")}
         log.info("replay restored from %s: %d items, %d inserted", restore["path"], got[0],
                  got[1])
-
-    def count_file(self, generation: int) -> str | None:
-        """Where the server of ``generation`` keeps its count (None: where it cannot be lost,
-        or without a recovery checkpoint path)."""
-        if self.checkpoint_path is None or not self.executor.remote:
-            return None
-        return f"{self.checkpoint_path}.count-{generation}"
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property
@@ -211,19 +230,21 @@ class ReplayService:
             # first of all: tasks still waiting on the lost server give up within a second,
             # which frees the worker threads the new server's creation needs
             self._current.set(-1)
-        counted = read_count(self.count_file(old)) if self.count_file(old) else None
-        if counted is not None and counted[0] == old:  # what the server last wrote
-            self.seen[old] = max(self.seen.get(old, 0), counted[1])
+        self._settle_pending()  # a recovery checkpoint of the lost server: it failed or landed
+        where = self._count_files.get(old)
+        if where is not None and self._lost_counts is not None:
+            counted = self._lost_counts.read(old, *where)
+            if counted is not None and counted[0] == old:  # what the server last wrote
+                self.seen[old] = max(self.seen.get(old, 0), counted[1])
         before = self.seen.get(old, 0)
         latest = self.latest if self.latest and os.path.exists(self.latest["path"]) else None
         restore = None if latest is None else str(latest["path"])
         new = self.generation + 1  # a failed attempt (no live worker yet) skips a number
-        self.ref.create(self.config, self.seed + new, restore, self.switch_interval, new,
-                        self.count_file(new), exclude=(self.ref.address,))
+        self.ref.create(self.config, self.seed + new, self.switch_interval, new,
+                        self._count_name, exclude=(self.ref.address,))
         self._live = new
-        self._pending_checkpoint = None
+        st = self._fill(restore)
         self._publish_generation()
-        st = self.call("stats")
         restored, inserted = int(st["restored"]), int(st["restored_inserted"])
         lost = max(0, before - inserted)
         self.lost_items += lost
@@ -248,16 +269,30 @@ class ReplayService:
 
     def close(self) -> None:
         """Release the server; remove a private checkpoint directory (or an owned file)."""
-        pending, self._pending_checkpoint = self._pending_checkpoint, None
-        if pending is not None:  # let it land before its file is removed
-            try:
-                pending.result(timeout=self.timeout)
-            except Exception:  # noqa: BLE001 - closing: a lost replay wrote nothing
-                log.debug("recovery checkpoint failed while closing", exc_info=True)
+        self._settle_pending()  # let it land before its file is removed
+        if self._pulls is not None:
+            self._pulls.shutdown(wait=True)
+        if self.ref.obj is not None and not self.lost:
+            try:  # its count file, on its own host
+                self.call("close")
+            except Exception:  # noqa: BLE001 - closing: a lost server's file is read or left
+                log.debug("the replay's count file was not removed", exc_info=True)
         self.ref.release()
         if self._current is not None:
             self._current.delete()
-        self._cleanup()  # count files go with the recovery checkpoints
+        if self._lost_counts is not None:
+            self._lost_counts.close()
+        self._cleanup()
+
+    def _settle_pending(self) -> None:
+        """Wait for a recovery checkpoint being fetched: one that landed is the newest file
+        (it replaced the recovery file), one that failed is forgotten."""
+        pending, self._pending_checkpoint = self._pending_checkpoint, None
+        if pending is not None:
+            try:
+                self._checkpointed(pending.result(timeout=self.timeout))
+            except Exception:  # noqa: BLE001 - a lost replay's checkpoint never lands
+                log.debug("a recovery checkpoint did not land", exc_info=True)
 
     # -- calls -------------------------------------------------------------------------------
     def submit(self, method: str, *args, **kwargs):
@@ -317,35 +352,62 @@ class ReplayService:
 
     # -- checkpoints -------------------------------------------------------------------------
     def maybe_checkpoint(self, force: bool = False) -> dict | None:
-        """Start a recovery checkpoint if one is due (without waiting for it); collect a
-        finished one. Only where the server can be lost (``executor.remote``), unless forced.
+        """Start a recovery checkpoint if one is due (without waiting for it: it is fetched on
+        a thread of its own); collect a finished one; count what servers lost earlier left in
+        count files a worker of their host read since. Only where the server can be lost
+        (``executor.remote``), unless forced (then it waits).
 
         Returns the finished checkpoint's report, if one completed since the last call.
         """
+        if self._lost_counts is not None:
+            for generation, inserted in self._lost_counts.poll():
+                self.observe({"generation": generation, "inserted": inserted})
         if self.checkpoint_path is None or not (self.executor.remote or force):
             return None
         done = None
         pending = self._pending_checkpoint
         if pending is not None and (force or pending.done()):
             self._pending_checkpoint = None
-            done = self._checkpointed(pending)
+            try:
+                done = self._checkpointed(pending.result())
+            except ReplayLost:
+                raise
+            except Exception as exc:
+                if self.lost or is_loss(exc):
+                    raise ReplayLost(f"the replay (generation {self.generation}) is lost: "
+                                     f"{exc}") from exc
+                raise
         due = time.monotonic() - self._last_checkpoint_time >= self.checkpoint_interval
         if (force or due) and self._pending_checkpoint is None:
             self._last_checkpoint_time = time.monotonic()
-            self._pending_checkpoint = self.submit("checkpoint", self.checkpoint_path,
-                                                   f"recovery-{time.time_ns()}")
-            if force:
-                done = self._checkpointed(self._pending_checkpoint)
-                self._pending_checkpoint = None
+            token = f"recovery-{time.time_ns()}"
+            if force or self._pulls is None:
+                done = self._checkpointed(pull(self.call, self.checkpoint_path, token))
+            else:
+                self._pending_checkpoint = self._pulls.submit(
+                    pull, self._call_of(self.generation), self.checkpoint_path, token)
         return done
 
-    def checkpoint_to(self, path: str, token: str, drain: bool = False) -> dict[str, Any]:
-        """Write the replay to ``path`` now (marked ``token``) and wait; it becomes the newest
-        file a recovery starts from. ``drain``: with :meth:`ReplayServer.drain`'s infos."""
-        return self._checkpointed(self.submit("checkpoint", str(path), token, drain))
+    def _call_of(self, generation: int):
+        """``call`` for a fetch on the pull thread: only the server of ``generation``, no
+        bookkeeping (the runner's thread does that with the result)."""
 
-    def _checkpointed(self, future) -> dict:
-        done = self.result(future)
+        def call(method: str, *args):
+            if self.generation != generation or self.lost:
+                raise ReplayLost(f"the replay (generation {generation}) was replaced")
+            return self.ref.submit(method, *args).result(timeout=self.timeout)
+
+        return call
+
+    def checkpoint_to(self, path: str, token: str, drain: bool = False) -> dict[str, Any]:
+        """Write the replay to ``path`` (on this machine) now, marked ``token``, and wait; it
+        becomes the newest file a recovery starts from. ``drain``: with
+        :meth:`ReplayServer.drain`'s infos."""
+        return self._checkpointed(pull(self.call, str(path), token, drain))
+
+    def _checkpointed(self, done: dict) -> dict:
+        if isinstance(done, dict):
+            self.observe(done)
         self.checkpoints += 1
         self.last_checkpoint_size = int(done["size"])
         self.adopt({k: done[k] for k in ("path", "token", "size", "inserted")})
@@ -358,17 +420,12 @@ class ReplayService:
             self.latest = dict(record)
 
 
-def _remove(folder: str | None, path: str | None, counts: str | None = None) -> None:
-    """Remove a service's private checkpoint directory, or its own checkpoint file, and its
-    servers' count files (``<checkpoint path>.count-<generation>``)."""
+def _remove(folder: str | None, path: str | None) -> None:
+    """Remove a service's private checkpoint directory, or its own checkpoint file."""
     if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
         return
-    if path is not None:
-        _unlink(path)
-    if counts is not None:
-        for count in glob.glob(glob.escape(counts) + ".count-*"):
-            _unlink(count)
+    _unlink(path)
 
 
 def _unlink(path: str | None) -> None:

@@ -23,6 +23,7 @@ driver sends O(population) numbers per generation whatever the policy's size.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -39,6 +40,7 @@ from esnb.nets.policy import PolicySpec, init_params
 from esnb.noise import (
     NoiseConfig,
     TableLoad,
+    check_noise_table,
     drop_noise_table,
     get_noise_table,
 )
@@ -129,9 +131,12 @@ class ES(Runner):
         self._rng = np.random.Generator(np.random.PCG64(seeds[1]))
         self._eval_rng = np.random.Generator(np.random.PCG64(seeds[2]))
 
-        # every worker maps (or builds) it, and refuses the run if its table differs
+        # every worker maps (or builds) it, and refuses the run if its table differs: those
+        # present now (also those that joined since another run registered the same table),
+        # and those that join later (they leave the cluster, saying why)
         self.executor.on_every_worker(get_noise_table, noise, name=f"esnb-noise-{noise.key}",
                                       teardown=drop_noise_table)
+        self.executor.run_on_workers(functools.partial(check_noise_table, noise))
         self.es = OpenAIES(init_params(self.spec, init_rng), self.noise, lr=cfg.lr)
         self.obs_stats = ObsStats(self.spec.obs_dim)
         self.iw = IWReuse()

@@ -35,6 +35,7 @@ from distributed import Actor, Client, Future, as_completed
 from distributed import wait as dask_wait
 
 from esnb import config
+from esnb.cluster.versions import VersionsPlugin, check_workers, host_versions
 from esnb.cluster.worker_calls import drive, hold, in_background
 from esnb.runners.executor.actors import ActorRef
 from esnb.runners.executor.channels import DaskChannel
@@ -72,6 +73,11 @@ class DaskExecutor(Executor):
         #: pickles everything a second time)
         self.sent_bytes: int | None = None
         self.pinned = Pinned(client, self._submit_call)  # calls placed one per worker
+        # every host needs the driver's esnb, numpy, gymnasium, mujoco and torch: checked on
+        # each worker now and as it joins (a worker of another host may have its own Python)
+        driver = host_versions()
+        check_workers(client, driver)
+        client.register_plugin(VersionsPlugin(driver))
 
     @property
     def dashboard_link(self) -> str | None:
