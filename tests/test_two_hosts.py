@@ -14,6 +14,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -59,13 +60,6 @@ RUNS = {
                         "--critic-chunk", "50", "--batch-size", "16", "--max-episode-steps",
                         "40", "--eval-episodes", "1"], "--updates", (6, 12)),
 }
-#: the replay server, placed on the second host (the first worker by address), opens its count
-#: and recovery files in the driver's run folder (issue 34, part 1: being fixed in
-#: esnb/replay/server.py and esnb/runners/replay_*.py)
-REPLAY_IN_RUN_FOLDER = pytest.mark.xfail(
-    strict=True, reason="issue 34: the replay server on the second host opens its count and "
-                        "recovery files in the driver's run folder, which that host cannot see")
-XFAIL = {"apex", "apex-dpg", "aesrl", "cemrl-parallel"}
 #: the cases whose runners run on the workers (the others' runs are the driver's process)
 ON_WORKERS = {"es", "impala", "cemrl-parallel", "apex", "apex-dpg", "aesrl"}
 
@@ -153,7 +147,7 @@ def _train(hosts, case: str, total: int, *extra: str):
 
 
 @pytest.mark.parametrize("case", [
-    pytest.param(c, marks=REPLAY_IN_RUN_FOLDER) if c in XFAIL else c for c in RUNS])
+    c for c in RUNS])
 def test_every_algorithm_trains_checkpoints_and_resumes_on_two_hosts(two_hosts, case):
     """``esnb train <algo> --address``: a checkpoint after the first budget, then ``--resume``
     to a larger total: the history goes on from the checkpoint without a gap or a repeat; the
@@ -249,19 +243,101 @@ def test_a_host_whose_esnb_builds_another_noise_table_is_refused_in_one_line(two
         _refused(two_hosts, worker, 1_000_003, 9, "refused")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "EveryWorker registrations are idempotent: a host that joins after a run registered a "
-    "table builds it as it joins (its refusal only logged there), the next run of that table "
-    "registers nothing, and the mismatch surfaces in its first generation's task: the runner "
-    "logs a traceback before the CLI's one line"))
-def test_a_host_that_joined_after_a_run_of_the_table_is_refused_in_one_line(two_hosts):
-    """The same, for a table an earlier run on this scheduler registered before the other
-    host joined (a shared scheduler, a cluster that grows)."""
+def test_a_host_that_joins_with_another_noise_table_leaves_saying_why(two_hosts):
+    """A host whose esnb builds another table joins after a run registered that table (a
+    shared scheduler, a cluster that grows): it leaves the cluster at once with its nanny,
+    its log saying why in one line naming both digests, and the next run of the table trains
+    on the other hosts."""
+    import re
+
     size, seed = 1_000_007, 9
-    p = esnb("train", "es", "--env", "CartPole-v1", "--population", "10", "--noise-size",
-             str(size), "--noise-seed", str(seed), "--generations", "1",
-             "--address", two_hosts.address, "--out", str(two_hosts.run_folder("before")),
-             *QUIET)
+    ours = _table(size, seed)["digest"]
+    args = ("train", "es", "--env", "CartPole-v1", "--population", "10", "--noise-size",
+            str(size), "--noise-seed", str(seed), "--generations", "1",
+            "--address", two_hosts.address, *QUIET)
+    p = esnb(*args, "--out", str(two_hosts.run_folder("before")))
     assert p.returncode == 0, p.stderr[-3000:]
-    with _host_with_other_esnb(two_hosts) as worker:
-        _refused(two_hosts, worker, size, seed, "refused-after-join")
+    name = "esnb-host3"
+    from esnb import __file__ as package
+
+    two_hosts.start_host(name, setup=OTHER_ESNB.format(src=Path(package).parent),
+                         env={"PYTHONPATH": "/tmp/home/site"})
+    try:
+        deadline = time.monotonic() + 180
+        while "leaves the cluster" not in two_hosts.log(name):
+            assert time.monotonic() < deadline, two_hosts.log(name)
+            time.sleep(0.5)
+        said = [ln for ln in two_hosts.log(name).splitlines() if "leaves the cluster" in ln]
+        assert len(said) == 1 and ours[:16] in said[0] and name in said[0], said
+        digests = set(re.findall(r"\b([0-9a-f]{16})…", said[0]))
+        assert len(digests) == 2 and ours[:16] in digests, said[0]
+        while name in two_hosts.client.run(socket_name).values():
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+        p = esnb(*args, "--out", str(two_hosts.run_folder("after")))
+        assert p.returncode == 0, p.stderr[-3000:]
+    finally:
+        two_hosts.stop(name)
+
+
+def socket_name() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
+socket_name.__module__ = "__main__"  # shipped by value: a worker does not import the tests
+
+
+def _replay_host(hosts) -> str:
+    """The hostname of the worker holding the run's replay server (``esnb-replay`` actor)."""
+    def held(dask_scheduler):
+        return [ts.who_has and next(iter(ts.who_has)).address
+                for key, ts in dask_scheduler.tasks.items()
+                if str(key).startswith("esnb-replay") and ts.state == "memory"]
+
+    addresses = [a for a in hosts.client.run_on_scheduler(held) if a]
+    by_address = {a: h for h, a in hosts.workers().items()}
+    return by_address.get(addresses[-1]) if addresses else ""
+
+
+def test_a_replay_on_the_second_host_killed_mid_run_is_recovered_and_its_loss_counted(
+        two_hosts):
+    """Ape-X through ``esnb train --address``, its replay on the second host (the first worker
+    by address): that host's worker is SIGKILLed mid-run, its nanny starts another; the run
+    recreates the replay from the driver's newest replay file (on this host), counts what the
+    loss took from the lost server's count file read on its own host, and trains to its
+    budget."""
+    hosts = two_hosts
+    out = hosts.run_folder("apex-killed-replay")
+    command = [sys.executable, "-m", "esnb.cli", "train", "apex", *RUNS["apex"][1],
+               "--learner-steps", "600", "--replay-checkpoint-interval", "1",
+               "--checkpoint-every", "0", "--address", hosts.address, "--out", str(out),
+               *QUIET]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, cwd="/tmp")
+    try:
+        deadline = time.monotonic() + 600
+        while True:  # a few iterations in, and a recovery checkpoint on the driver's side
+            assert proc.poll() is None, proc.stderr.read()[-4000:]
+            assert time.monotonic() < deadline
+            with contextlib.suppress(Exception):
+                if int(load_checkpoint(out / "checkpoint.npz")[0]["iteration"]) >= 3 and \
+                        (out / "checkpoint.replay-recovery.npz").exists():
+                    break
+            time.sleep(0.5)
+        assert _replay_host(hosts) == HOST2
+        assert not any(out.glob("*.count-*"))  # the server's count file is its host's
+        hosts.kill_worker(HOST2)
+        _, err = proc.communicate(timeout=900)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err[-4000:]
+    h = pd.read_csv(out / "history.csv")
+    assert h["learner_steps"].iloc[-1] >= 600
+    assert h["replay_recreations"].iloc[-1] == 1
+    lost = int(h["replay_lost"].iloc[-1])
+    said = [ln for ln in err.splitlines() if "replay lost; recreated on" in ln]
+    assert len(said) == 1 and f"{lost} transitions lost" in said[0], err[-4000:]
+    assert "checkpoint.replay-recovery.npz" in said[0]  # from the driver's own file
+    assert "no live worker on" not in err  # the count was read on the lost server's host
