@@ -40,7 +40,8 @@ def settings_markdown() -> str:
             out += ["Where `paper` differs from `laptop`:", "", diff, ""]
         for env, (values, source) in config.paper_by_env.items():
             given = ", ".join(f"`{k}={settings.show(v)}`" for k, v in values.items())
-            out += [f"On {env}, `paper` also takes {given} ({source}).", ""]
+            where = f"`{env}<Game>-v5` ids" if env.endswith("/") else env
+            out += [f"On {where}, `paper` takes {given} instead ({source}).", ""]
     return "\n".join(out).rstrip() + "\n"
 
 

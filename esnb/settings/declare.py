@@ -208,7 +208,8 @@ class Settings:
     #: named presets besides ``laptop`` and ``paper``: the settings they change from laptop's
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
     #: the ``paper`` preset's values that depend on the environment, by its name without the
-    #: version (``"Humanoid"``): ``{env: ({setting: value}, source)}``
+    #: version (``"Humanoid"``) or by a family's prefix (``"ALE/"``: every Atari id):
+    #: ``{env: ({setting: value}, source)}``
     paper_by_env: ClassVar[dict[str, tuple[dict[str, Any], str]]] = {}
 
     @classmethod
@@ -274,9 +275,21 @@ class Settings:
         values = cls.preset_values(preset)
         if preset == "paper":  # the environment's own paper values, under what is given
             env = str(overrides.get("env", values.get("env", "")))
-            values.update(cls.paper_by_env.get(env.split("-v")[0], ({}, ""))[0])
+            values.update(cls.paper_for_env(env)[0])
         values = {**values, **overrides}
         return cls(**cls.prepare(values))
+
+    @classmethod
+    def paper_for_env(cls, env: str) -> tuple[dict[str, Any], str]:
+        """The ``paper`` values :attr:`paper_by_env` gives ``env`` and their source: its
+        family's (a key ending in ``/`` that ``env`` starts with), then its own by name."""
+        values: dict[str, Any] = {}
+        sources = []
+        for key, (given, source) in cls.paper_by_env.items():
+            if key.endswith("/") and env.startswith(key) or key == env.split("-v")[0]:
+                values.update(given)
+                sources.append(source)
+        return values, "; ".join(sources)
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with ``changes`` (validated)."""

@@ -30,7 +30,9 @@ class UnrollBatch:
         Actions as sampled (Box: before clipping to the bounds).
     rewards : float32 [T, B]
     terminated, truncated : bool [T, B]
-        The episode ended after step t by termination / by a time limit (never both).
+        The episode ended after step t by termination / by a time limit (never both);
+        ``terminated`` also where a life was lost and the game went on (the actors'
+        ``life_loss``): no bootstrap across it either way.
     behaviour_log_probs : float32 [T, B]
         log mu(a_t|x_t) under the actor's parameters.
     trunc_t, trunc_b : int64 [n]

@@ -62,6 +62,10 @@ class ActorConfig:
         Extra ``gymnasium.make`` arguments.
     reward_clipping : {"none", "abs_one"}
         ``abs_one``: each reward clipped to [-1, 1] before it enters an n-step return.
+    life_loss : bool
+        A lost life (an env whose ``info`` has ``lives``: Atari) ends the pending n-step
+        returns as a termination (discount 0) while the game goes on; the episode's return
+        and length stay the whole game's.
     """
 
     env_id: str
@@ -74,6 +78,7 @@ class ActorConfig:
     max_episode_steps: int | None = None
     env_kwargs: tuple = ()
     reward_clipping: str = "none"
+    life_loss: bool = False
 
     def __post_init__(self):
         if self.reward_clipping not in APEX_REWARD_CLIPPINGS:
@@ -119,8 +124,10 @@ class ActorGroup:
                            for i in ids]
         self.builders = [NStepBuilder(cfg.n_step, cfg.gamma) for _ in ids]
         self._obs_shape, self._obs_dtype = obs_layout(cfg.net)
-        self.obs = np.stack([self._as_obs(e.core.reset(seed=s)[0])
-                             for e, s in zip(self.envs, self._env_seeds, strict=True)])
+        starts = [e.core.reset(seed=s) for e, s in zip(self.envs, self._env_seeds, strict=True)]
+        self.obs = np.stack([self._as_obs(obs) for obs, _ in starts])
+        #: each actor's lives (-1: its env counts none)
+        self.lives = np.array([int(info.get("lives", -1)) for _, info in starts], dtype=np.int64)
         self.t = np.zeros(self.k, dtype=np.int64)
         self.ep_return = np.zeros(self.k)
         self.seq = np.zeros(self.k, dtype=np.int64)
@@ -214,13 +221,14 @@ class ActorGroup:
         """Step every actor ``rounds`` times; returns the env steps taken."""
         append = self._append
         clip = self.cfg.reward_clipping == "abs_one"
+        life_loss = self.cfg.life_loss
         for _ in range(int(rounds)):
             actions = self._actions()
             for j in range(self.k):
                 env = self.envs[j]
                 # a numpy integer: gymnasium's Discrete.contains is ~1.5x slower on an int
                 a = actions[j]
-                nxt, r, term, trunc, _ = env.core.step(a)
+                nxt, r, term, trunc, info = env.core.step(a)
                 self.t[j] += 1
                 r = float(r)
                 nxt = self._as_obs(nxt)
@@ -237,7 +245,12 @@ class ActorGroup:
                 # the learner only ever see the sums (and the initial priorities agree)
                 if clip:
                     r = min(1.0, max(-1.0, r))
-                for tr in self.builders[j].push(self.obs[j].copy(), a, r, nxt, bool(term), trunc):
+                lives, lost = int(info.get("lives", -1)), False
+                if life_loss:  # the returns end as at a termination, the game goes on
+                    lost = 0 <= lives < self.lives[j]
+                self.lives[j] = lives
+                for tr in self.builders[j].push(self.obs[j].copy(), a, r, nxt,
+                                                bool(term) or lost, trunc):
                     append(*tr, self.actor_ids[j], self.seq[j])
                     self.seq[j] += 1
                 if term or trunc:
@@ -251,7 +264,9 @@ class ActorGroup:
         return steps
 
     def _reset(self, j: int) -> None:
-        self.obs[j] = self._as_obs(self.envs[j].core.reset()[0])
+        obs, info = self.envs[j].core.reset()
+        self.obs[j] = self._as_obs(obs)
+        self.lives[j] = int(info.get("lives", -1))
         self.t[j] = 0
         self.ep_return[j] = 0.0
 

@@ -85,6 +85,10 @@ class ApeXConfig(EnvSettings):
                                   "where each call costs the replay's worker ~1 ms",
                               help="transitions per actor push to the replay (the paper's "
                                    "actors buffer at most 100)")
+    actor_max_episode_steps: int | None = setting(
+        None, kind="int", low=1,
+        help="cap of the actors' training episodes in agent steps, a truncation (none: "
+             "max_episode_steps); evaluations keep max_episode_steps")
     actor_param_period: int = setting(
         50, low=1, high=10_000_000, paper=400,
         why="a laptop's few actors refresh often: it costs one small read and keeps their "
@@ -157,6 +161,10 @@ class ApeXDQNConfig(ApeXConfig):
     VARIANT = "dqn"
     #: its network takes frames (a conv torso): pixel environments are not refused
     takes_frames: ClassVar[bool] = True
+    paper_by_env = {"ALE/": (
+        {"actor_param_period": 100, "actor_max_episode_steps": 12_500},
+        "Horgan et al. 2018, section 4: actors copy the parameters every 400 frames and "
+        "training episodes are limited to 50,000 frames, 4 frames an agent step")}
 
     num_actors: int = derive(ApeXConfig, "num_actors", paper=360,
                              why="the paper's 360 actor machines; N also sets each actor's "
@@ -186,6 +194,11 @@ class ApeXDQNConfig(ApeXConfig):
                                       help="MLP torso of the Q-network (dueling heads on top); "
                                            "after a conv torso each stream has the paper's "
                                            "one hidden layer (MinAtar 128, Nature 512)")
+    life_loss: bool = setting(True, kind="bool",
+                              help="a lost life (Atari) ends the actor's n-step returns as a "
+                                   "termination (no bootstrap across it) while the game goes "
+                                   "on; scores and evaluations stay whole games (DeepMind's "
+                                   "DQN agents)")
     dueling: bool = setting(True, help="value and advantage heads (paper: yes)")
     double: bool = setting(True, help="double Q-learning targets (paper: yes)")
     loss: str = setting("huber", choices=LOSSES, paper="mse",

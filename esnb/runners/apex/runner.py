@@ -113,10 +113,11 @@ class ApeX(ReplayCheckpoints, Runner):
             # Atari's stacks: each frame stored once (~7 KB a transition, not 2 x 28 KB)
             frame_storage=is_frame_stack(*spec["obs"]))
         check_config(self.replay_config)  # fail here, not later on a worker
-        self.actor_cfg = ActorConfig(cfg.env, cfg.variant, self.net, cfg.num_actors, cfg.n_step,
-                                     cfg.gamma, cfg.priority_eps, cfg.max_episode_steps,
-                                     tuple(sorted(cfg.env_kwargs.items())),
-                                     cfg.reward_clipping)
+        self.actor_cfg = ActorConfig(
+            cfg.env, cfg.variant, self.net, cfg.num_actors, cfg.n_step, cfg.gamma,
+            cfg.priority_eps, cfg.actor_max_episode_steps or cfg.max_episode_steps,
+            tuple(sorted(cfg.env_kwargs.items())), cfg.reward_clipping,
+            getattr(cfg, "life_loss", False))  # Ape-X DPG's vector tasks have no lives
         self.executor = make_executor(client)
         self.backend = ApeXBackend(
             self.executor, self.actor_cfg, self.replay_config, seed=replay_seed,
@@ -188,8 +189,8 @@ class ApeX(ReplayCheckpoints, Runner):
             return self._evaluate(int(episodes))
 
     def _evaluate(self, episodes: int) -> np.ndarray:
-        cfg = self.actor_cfg
-        env = cached_env(cfg.env_id, cfg.max_episode_steps, cfg.env_kwargs)
+        cfg = self.actor_cfg  # evaluations: whole games, the run's own episode cap
+        env = cached_env(cfg.env_id, self.config.max_episode_steps, cfg.env_kwargs)
         seeds = self._eval_rng.integers(0, 2**31 - 1, size=episodes)
         return greedy_returns(cfg, self.learner.params(), env, seeds)
 

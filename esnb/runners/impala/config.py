@@ -20,12 +20,15 @@ class ImpalaConfig(EnvSettings):
     """IMPALA: actor slots on the workers produce unrolls with the parameters they were handed;
     one learner corrects them with V-trace.
 
-    ``preset="paper"`` takes the values of the authors' released code
+    ``preset="paper"`` takes the values of the authors' released code for DMLab
     (``google-deepmind/scalable_agent``, ``experiment.py`` flags and README command): RMSProp
     with TensorFlow 1's semantics (``rmsprop_tf``: epsilon 0.1 under the square root, mean
     square from one, decay 0.99, no momentum), learning rate 0.00048 decayed linearly to 0
     over the run, entropy cost 0.00025, rewards clipped to [-1, 1], unrolls of 100 steps,
-    batches of 32, 48 environments. On frames (``ALE/<Game>-v5``, MinAtar) the network is the
+    batches of 32, 48 environments. On Atari ids (``ALE/<Game>-v5``) it takes the paper's own
+    Atari table instead (arXiv 1802.01561v3, appendix G, table G.1): learning rate 0.0006,
+    entropy cost 0.01, RMSProp epsilon 0.01, unrolls of 20, a lost life ending the learning
+    segment (``life_loss``). On frames (``ALE/<Game>-v5``, MinAtar) the network is the
     paper's feed-forward Atari one: ``torso`` auto takes the shallow torso on Atari frames in
     the laptop preset and the deep residual one in ``paper`` (``auto-deep``), then one ReLU
     layer of 256 and linear policy and baseline heads (the LSTM of its DMLab runs is not
@@ -41,6 +44,11 @@ class ImpalaConfig(EnvSettings):
     title = "IMPALA"
     #: its network takes frames (a conv torso): pixel environments are not refused
     takes_frames: ClassVar[bool] = True
+    paper_by_env = {"ALE/": (
+        {"lr": 0.0006, "entropy_cost": 0.01, "rmsprop_eps": 0.01, "unroll_length": 20,
+         "life_loss": True},
+        "the IMPALA paper's Atari table, arXiv 1802.01561v3 appendix G table G.1; the values "
+        "above are the released code's DMLab ones")}
 
     env: str = derive(EnvSettings, "env",
                       help="gymnasium id with Box observations (vectors, or frames: ALE/<Game>-v5, "
@@ -104,6 +112,10 @@ class ImpalaConfig(EnvSettings):
                                    help="clip rewards in the loss: none, abs_one ([-1, 1], the "
                                         "paper's) or soft_asymmetric (the code's DMLab-30 "
                                         "squashing)")
+    life_loss: bool = setting(True, kind="bool", control=True,
+                              help="a lost life (Atari) ends the learning segment: no "
+                                   "bootstrap across it, while the game goes on; scores and "
+                                   "evaluations stay whole games (DeepMind's agents)")
     obs_norm: bool | None = setting(None, kind="bool", control=True,
                                     help="normalise observations with running statistics "
                                          "(none: on for Box actions, off for Discrete ones and "

@@ -118,7 +118,7 @@ class Impala(Runner):
         self.actor_config = ActorConfig(
             run=self._run, env_id=cfg.env, spec=spec, envs_per_actor=cfg.envs_per_actor,
             seed=actor_seed, max_episode_steps=cfg.max_episode_steps,
-            env_kwargs=tuple(sorted(cfg.env_kwargs.items())))
+            env_kwargs=tuple(sorted(cfg.env_kwargs.items())), life_loss=cfg.life_loss)
         self.slots = ActorSlots(self.executor, self.actor_config, self.n_actors)
         self.evals = Evaluations(self.executor, self.actor_config,
                                  np.random.Generator(np.random.PCG64(seeds[1])))

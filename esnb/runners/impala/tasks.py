@@ -51,6 +51,10 @@ class ActorConfig:
         Episode cap (None: the env's own time limit).
     env_kwargs : tuple of (key, value)
         Extra ``gymnasium.make`` arguments.
+    life_loss : bool
+        A lost life (an env whose ``info`` has ``lives``: Atari) ends the learning segment
+        (``terminated`` at that step: no bootstrap across it) while the game goes on; the
+        episode's return and length stay the whole game's.
     """
 
     run: str
@@ -60,6 +64,7 @@ class ActorConfig:
     seed: int = 0
     max_episode_steps: int | None = None
     env_kwargs: tuple = ()
+    life_loss: bool = False
 
 
 class _ActorState:
@@ -73,14 +78,24 @@ class _ActorState:
                      for _ in range(n)]
         self.limit = self.envs[0].limit
         self.obs = np.zeros((n, cfg.spec.obs_dim), dtype=cfg.spec.obs_dtype)
+        #: each environment's lives (-1: the env counts none)
+        self.lives = np.full(n, -1, dtype=np.int64)
         for e in range(n):
             self.obs[e] = self._reset(e)
         self.t = np.zeros(n, dtype=np.int64)
         self.ep_return = np.zeros(n, dtype=np.float64)
 
     def _reset(self, e: int) -> np.ndarray:
-        obs, _ = self.envs[e].core.reset(seed=int(self.rng.integers(2**31 - 1)))
+        obs, info = self.envs[e].core.reset(seed=int(self.rng.integers(2**31 - 1)))
+        self.lives[e] = int(info.get("lives", -1))
         return np.ravel(obs)
+
+    def life_lost(self, e: int, info: dict) -> bool:
+        """Whether this step took a life of environment ``e`` (and note its lives)."""
+        lives = int(info.get("lives", -1))
+        lost = 0 <= lives < self.lives[e]
+        self.lives[e] = lives
+        return lost
 
 
 _STATES: dict[tuple[str, int], _ActorState] = {}
@@ -151,6 +166,7 @@ def impala_unrolls(cfg: ActorConfig, payload: dict, slot: int, task: int, segmen
     ep_lengths: list[int] = []
 
     cur, t_ep, ep_ret = st.obs, st.t, st.ep_return
+    life_loss = cfg.life_loss
     for s in range(S):
         obs[s, 0] = cur
         for t in range(T):
@@ -163,11 +179,13 @@ def impala_unrolls(cfg: ActorConfig, payload: dict, slot: int, task: int, segmen
             nxt = obs[s, t + 1]
             rew = rewards[s, t]
             for e in range(E):
-                o, r, term, trunc, _ = steps[e](env_a[e])
+                o, r, term, trunc, info = steps[e](env_a[e])
                 nxt[e] = o if flat_obs else np.ravel(o)
                 rew[e] = r
                 t_ep[e] += 1
                 trunc = (trunc or t_ep[e] >= limit) and not term
+                if life_loss and st.life_lost(e, info) and not (term or trunc):
+                    terminated[s, t, e] = True  # the segment ends here, the game goes on
                 if term or trunc:
                     terminated[s, t, e] = term
                     truncated[s, t, e] = trunc
