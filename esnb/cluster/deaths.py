@@ -88,14 +88,20 @@ class DeathEchoes(logging.Filter):
         return not ECHOES.search(message)
 
 
+#: an actor call that reached a new worker at a dead one's address: the actor (esnb's keys
+#: start ``esnb-``) was lost with the old process, which the run learns and recovers from
+ACTOR_GONE = re.compile(r"^KeyError\('esnb-[\w-]+'\)$")
+
+
 def _lost(exc: BaseException | None) -> bool:
     """A lost connection: one of :data:`LOST`, an ``OSError`` raised from one (dask's
-    "Timed out trying to connect" after its retries were refused), or a call still on its way
+    "Timed out trying to connect" after its retries were refused), a call still on its way
     when its client closed ("ConnectionPool is closed": an actor call in flight as a run
-    stops)."""
+    stops), or an actor call that found a new worker at its dead worker's address."""
     while exc is not None:
         if type(exc).__name__ in LOST or (
-                type(exc) is RuntimeError and str(exc) == "ConnectionPool is closed"):
+                type(exc) is RuntimeError and str(exc) == "ConnectionPool is closed") or (
+                type(exc) is Exception and ACTOR_GONE.match(str(exc))):
             return True
         if not isinstance(exc, OSError):
             return False
@@ -155,20 +161,20 @@ def _count(items, noun: str) -> str:
 
 def report_deaths(client) -> None:
     """Log one line on ``esnb.cluster`` for each worker of ``client``'s cluster that dies, and
-    keep the addresses of the workers that left (died or retired) in
-    ``client.esnb_gone_workers``: an actor there is lost, which its next call would only say
-    after a timeout (a replay only tasks call)."""
-    gone: set[str] = set()
-    client.esnb_gone_workers = gone
+    count, per address, the workers that left it (died or retired) in
+    ``client.esnb_worker_removals``: an actor made before the count last grew is lost, which
+    its next call would only say after a timeout (a replay only tasks call), even when a new
+    worker took the same address again (a nanny restarting a worker on a fixed port)."""
+    removals: dict[str, int] = {}
+    client.esnb_worker_removals = removals
 
     def on_event(event) -> None:
         _, msg = event
         if not isinstance(msg, dict):
             return
         if msg.get("action") == "remove-worker" and msg.get("worker"):
-            gone.add(str(msg["worker"]))
-        elif msg.get("action") == "add-worker" and msg.get("worker"):
-            gone.discard(str(msg["worker"]))  # an address a new worker took again
+            address = str(msg["worker"])
+            removals[address] = removals.get(address, 0) + 1
         line = death_line(msg)
         if line:
             log.warning(line)

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from distributed import secede
+from distributed import get_worker, secede
 
 log = logging.getLogger("esnb.cluster")
 
@@ -50,3 +50,16 @@ def in_background(fn: Callable, *args) -> None:
             log.debug("warm-up %r failed", fn, exc_info=True)
 
     threading.Thread(target=call, name="esnb-warm-up", daemon=True).start()
+
+
+def naming_the_worker(fn: Callable, *args) -> Any:
+    """``fn(*args)`` in a task; an error it raises comes back with this worker's address in
+    front (which of a cluster's workers refused)."""
+    try:
+        return fn(*args)
+    except Exception as exc:
+        try:
+            said = type(exc)(f"worker {get_worker().address}: {exc}")
+        except Exception:  # noqa: BLE001 - an exception that takes other arguments
+            raise exc from None
+        raise said from None

@@ -361,7 +361,12 @@ class ReplayService:
         """
         if self._lost_counts is not None:
             for generation, inserted in self._lost_counts.poll():
+                before = self.lost_items
                 self.observe({"generation": generation, "inserted": inserted})
+                log.warning("the count file of replay generation %d, read on its host once a "
+                            "worker came back: %d inserted, %d more transitions lost than "
+                            "counted at its loss", generation, inserted,
+                            self.lost_items - before)
         if self.checkpoint_path is None or not (self.executor.remote or force):
             return None
         done = None

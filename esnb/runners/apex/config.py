@@ -127,7 +127,7 @@ class ApeXConfig(EnvSettings):
     iteration_seconds: float = setting(0.25, low=0.0, low_open=True, high=3600.0,
                                        help="learning time per iteration (history row) on a "
                                             "cluster; an inline iteration is one chunk")
-    learner_threads: int | None = setting(1, kind="int", low=1, high=1024,
+    learner_threads: int | None = setting(1, kind="int", low=1, high=1024, nullable=True,
                                           help="torch threads of the learner (none: leave "
                                                "them); small nets gain nothing from more")
     device: str = derive(RLSettings, "device")

@@ -23,7 +23,6 @@ driver sends O(population) numbers per generation whatever the policy's size.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import time
@@ -42,7 +41,6 @@ from esnb.noise import (
     TableLoad,
     check_noise_table,
     drop_noise_table,
-    get_noise_table,
 )
 from esnb.runners.base import Runner
 from esnb.runners.es.config import ESConfig
@@ -132,11 +130,9 @@ class ES(Runner):
         self._eval_rng = np.random.Generator(np.random.PCG64(seeds[2]))
 
         # every worker maps (or builds) it, and refuses the run if its table differs: those
-        # present now (also those that joined since another run registered the same table),
-        # and those that join later (they leave the cluster, saying why)
-        self.executor.on_every_worker(get_noise_table, noise, name=f"esnb-noise-{noise.key}",
+        # present now stop the run, those that join later leave the cluster, saying why
+        self.executor.on_every_worker(check_noise_table, noise, name=f"esnb-noise-{noise.key}",
                                       teardown=drop_noise_table)
-        self.executor.run_on_workers(functools.partial(check_noise_table, noise))
         self.es = OpenAIES(init_params(self.spec, init_rng), self.noise, lr=cfg.lr)
         self.obs_stats = ObsStats(self.spec.obs_dim)
         self.iw = IWReuse()

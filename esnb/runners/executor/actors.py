@@ -89,6 +89,8 @@ class ActorRef:
         self.address: str | None = None
         self.obj: Any = None  # the instance (inline) or Dask's Actor proxy
         self._future = None
+        #: on a cluster: workers that had left its address when it was made (one more: lost)
+        self.removals = 0
 
     def create(self, *args, exclude: Iterable[str] = ()) -> ActorRef:
         """Make a new instance with ``args`` (the old one, if any, is released)."""

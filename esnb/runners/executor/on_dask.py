@@ -36,7 +36,7 @@ from distributed import wait as dask_wait
 
 from esnb import config
 from esnb.cluster.versions import VersionsPlugin, check_workers, host_versions
-from esnb.cluster.worker_calls import drive, hold, in_background
+from esnb.cluster.worker_calls import drive, hold, in_background, naming_the_worker
 from esnb.runners.executor.actors import ActorRef
 from esnb.runners.executor.channels import DaskChannel
 from esnb.runners.executor.pinned import Pinned
@@ -110,10 +110,18 @@ class DaskExecutor(Executor):
 
     def on_every_worker(self, fn: Callable, *args, name: str,
                         teardown: Callable | None = None) -> None:
-        """``fn(*args)`` on every worker, present and future (a worker plugin named ``name``,
-        see :class:`esnb.cluster.plugins.EveryWorker`)."""
+        """``fn(*args)`` on every worker, present and future: a task on each present worker
+        now (the first error is raised, its worker's address in front), then a worker plugin
+        named ``name`` for those that join (:class:`esnb.cluster.plugins.EveryWorker`: one
+        whose call fails leaves the cluster, saying why). The plugin's registration is a
+        no-op where a run already registered ``name``: the tasks check the present workers
+        every time."""
         from esnb.cluster.plugins import EveryWorker
 
+        workers = self.addresses()
+        if workers:
+            self.run([(naming_the_worker, (fn, *args))] * len(workers), label="every-worker",
+                     workers=workers)
         self.client.register_plugin(EveryWorker(name, fn, args, teardown))
 
     def warm(self, fn: Callable, *args) -> None:
@@ -268,7 +276,13 @@ class DaskExecutor(Executor):
                 proxy = fut.result(timeout=ref.timeout)
             else:
                 proxy = self._await_resources(ref, fut, limit)
+        # the workers that left its address so far: one more and the actor is lost
+        ref.removals = self._removals().get(proxy._address, 0)
         return proxy, fut, proxy._address
+
+    def _removals(self) -> dict[str, int]:
+        """Workers that left each address (:func:`esnb.cluster.deaths.report_deaths`)."""
+        return getattr(self.client, "esnb_worker_removals", {})
 
     def _await_resources(self, ref: ActorRef, fut, limit: float):
         """The actor's worker may be a batch job still queued (a replaced actor worker): wait
@@ -295,7 +309,7 @@ class DaskExecutor(Executor):
         # the scheduler's remove-worker event (esnb.cluster.deaths), at once: the actor's
         # future itself may stay "pending" (a pinned actor waits for its worker to come back)
         return (ref._future is None or ref._future.status not in ("finished", "pending")
-                or ref.address in getattr(self.client, "esnb_gone_workers", ()))
+                or self._removals().get(ref.address, 0) > ref.removals)
 
     def _actor_call(self, ref: ActorRef, method: str, args: tuple, kwargs: dict):
         return getattr(ref.obj, method)(*args, **kwargs)

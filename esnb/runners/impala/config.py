@@ -174,7 +174,7 @@ class ImpalaConfig(EnvSettings):
         help="fix the segments per task (none: adaptive on a cluster; in a reproducible "
              "run ceil(batch_size / envs_per_actor))")
     learner_threads: int | None = setting(
-        1, kind="int", low=1, high=1024,
+        1, kind="int", low=1, high=1024, nullable=True,
         help="torch threads of this process, set when the runner is made (none: leave torch "
              "alone); 1: the learner's matrices are small and the cores belong to the actors")
     device: str = derive(RLSettings, "device")
