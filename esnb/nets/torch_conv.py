@@ -33,7 +33,12 @@ def conv_forward(torso: ConvTorso, flat: torch.Tensor, frames: torch.Tensor) -> 
         raise ValueError(f"ConvTorso {torso.kind!r} takes frames of shape {torso.in_shape}, "
                          f"got {tuple(frames.shape[1:])}")
     p = conv_tensors(torso, flat)
-    x = frames.to(flat.dtype) * torso.scale
+    # the scale goes into the first convolution's weights (conv(s x, W) = conv(x, s W)): a
+    # batch of 672 Atari stacks is 19M inputs, 16k weights, and multiplying the inputs cost
+    # ~15% of an IMPALA learner step's CPU time (measured, BENCHMARKS.md)
+    x = frames.to(flat.dtype)
+    first = "s0.conv.w" if torso.kind == "impala-deep" else "conv0.w"
+    p[first] = p[first] * torso.scale
     if torso.kind == "impala-deep":
         for i, _ in enumerate(DEEP_CHANNELS):
             x = F.conv2d(x, p[f"s{i}.conv.w"], p[f"s{i}.conv.b"], padding=1)
