@@ -2,8 +2,8 @@
 
 The checks read the declarations themselves (no grep of the source): a setting shared by
 several algorithms is inherited or derived, never declared again; a derived field never
-restates its parent's default; the maths-level configs have no defaults of their own; the
-named presets change only what differs from the laptop defaults.
+restates its parent's default; the maths-level configs and the networks' specs have no
+defaults of their own; the named presets change only what differs from the laptop defaults.
 """
 
 from __future__ import annotations
@@ -93,6 +93,29 @@ def test_maths_configs_take_their_values_from_the_settings(path):
                     if f.default is not dataclasses.MISSING
                     or f.default_factory is not dataclasses.MISSING]
     assert not with_default, with_default
+
+
+@pytest.mark.parametrize("path, free", [
+    ("esnb.rl.apex.nets:QNetSpec", {"activation", "torso"}),
+    ("esnb.rl.apex.nets:DPGSpec", set()),
+    ("esnb.rl.apex.nstep:apex_schedule", set()),
+    ("esnb.rl.impala.actor_critic:ActorCriticSpec", {"torso"}),
+    ("esnb.rl.impala.actor_critic:ActorCriticSpec.for_spaces", {"torso"}),
+    ("esnb.rl.td3.actor:actor_spec", set()),
+    ("esnb.rl.td3.nets:TwinCritic", {"generator", "flat"}),
+])
+def test_rl_specs_take_the_runs_settings(path, free):
+    """The networks' specs of rl/ (sizes, dueling heads, initial log-std, exploration) take
+    every value a run's settings hold from the caller: no default of their own. ``free``: the
+    arguments that are no setting (QNetSpec's ReLU, a conv torso made from the ``torso``
+    setting by :func:`~esnb.nets.conv.choose_torso`, a generator, given weights)."""
+    module, _, name = path.partition(":")
+    obj = importlib.import_module(module)
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    defaults = {p.name for p in inspect.signature(obj).parameters.values()
+                if p.default is not inspect.Parameter.empty}
+    assert defaults <= free, defaults - free
 
 
 def test_td3_and_loss_configs_are_the_runs_settings():
