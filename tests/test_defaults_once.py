@@ -3,7 +3,8 @@
 The checks read the declarations themselves (no grep of the source): a setting shared by
 several algorithms is inherited or derived, never declared again; a derived field never
 restates its parent's default; the maths-level configs and the networks' specs have no
-defaults of their own; the named presets change only what differs from the laptop defaults.
+defaults of their own; the named presets and the results catalogue change only what differs
+from the laptop defaults.
 """
 
 from __future__ import annotations
@@ -140,6 +141,21 @@ def test_named_presets_change_only_what_differs():
             assert not same, (cls.__qualname__, preset, same)
             built = cls.build(preset)
             assert all(getattr(built, k) == v for k, v in changes.items())
+
+
+def test_the_results_catalogue_sets_only_what_differs_from_its_preset():
+    """An entry of the results page names the settings it changes, and only those: a value
+    equal to its preset's would restate a default (an EORL table cell's ``settings`` are the
+    cell's environment, not a runner's settings)."""
+    from esnb.bench.results.catalogue import ENTRIES
+
+    registry = algorithms()
+    for e in ENTRIES:
+        if e.algorithm == "eorl-table":
+            continue
+        preset = registry[e.algorithm].load_config().preset_values(e.preset)
+        same = {k: v for k, v in e.settings.items() if preset[k] == v}
+        assert not same, (e.key, same)
 
 
 def test_the_demo_is_a_preset_of_es():
