@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from esnb.bench.flags import add_json
-from esnb.bench.report import Session
+from esnb.bench.common.flags import add_json
+from esnb.bench.common.report import Session
 from esnb.settings import integer
 
 #: Atari's full action set (ALE's 18 actions)

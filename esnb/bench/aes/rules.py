@@ -6,7 +6,7 @@ final return after 1M steps (10 seeds). Here the same 10 combinations run AES-RL
 budget on a small task, ``--seeds`` seeds each (default 3), one run after another on one
 LocalCluster; reported: mean over seeds of the final return (10 noise-free episodes of the
 final mean) with its bootstrap 95% interval and the seeds' std, the mean update ratio p and
-the final mean variance (:func:`esnb.bench.aes_tables.aes_rules_table`). The reduced setting
+the final mean variance (:func:`esnb.bench.aes.paper.aes_rules_table`). The reduced setting
 and the time the benchmark took are printed with the table.
 
 Default reduced setting: InvertedPendulum-v5 capped at 200 steps (returns <= 200), 32-32
@@ -22,9 +22,9 @@ import time
 
 import numpy as np
 
-from esnb.bench.aes_tables import COMBINATIONS  # the paper's Table 2 order
-from esnb.bench.flags import add_json, add_settings
-from esnb.bench.report import Session
+from esnb.bench.aes.paper import COMBINATIONS  # the paper's Table 2 order
+from esnb.bench.common.flags import add_json, add_settings
+from esnb.bench.common.report import Session
 from esnb.runners.aesrl.config import AESRLConfig
 from esnb.settings import integer, number
 
@@ -97,7 +97,7 @@ def run(args) -> int:
                       f"{r['final_return']:8.1f} ({r['seconds']:.0f} s)", flush=True)
     finally:
         client.close()
-    from esnb.bench.aes_tables import aes_rules_table, format_rules_table
+    from esnb.bench.aes.paper import aes_rules_table, format_rules_table
 
     table = aes_rules_table(runs, np.random.default_rng(0))
     print()

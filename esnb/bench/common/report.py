@@ -1,6 +1,7 @@
 """What every benchmark prints around its figures: the machine's load when it started and
 when it ended (the machine is shared: a figure taken under load says so), the time taken, and
-the JSON file of its results (strict JSON: NaN and infinities are written as null)."""
+the JSON file of its results (strict JSON: NaN and infinities are written as null); the word
+a paper's claim gets in the notebooks' verdicts (:func:`verdict`)."""
 
 from __future__ import annotations
 
@@ -35,3 +36,9 @@ class Session:
         if getattr(args, "json", None):
             write_json(args.json, results)
         return 0
+
+
+def verdict(ok: bool, agree: bool = True) -> str:
+    """Whether esnb's runs bear a paper's claim out: "Agrees."/"Disagrees." (``agree``), or
+    "yes"/"no"."""
+    return ("Agrees." if ok else "Disagrees.") if agree else ("yes" if ok else "no")

@@ -1,4 +1,4 @@
-"""What the fault soak (:mod:`esnb.bench.fault_soak`) drives and probes: an ``esnb train``
+"""What the fault soak (:mod:`esnb.bench.soak.faults`) drives and probes: an ``esnb train``
 process joined to the soak's cluster, and the replay actor seen through the soak's own client
 (its key and worker from the scheduler, its counters through an actor handle of the soak's)."""
 

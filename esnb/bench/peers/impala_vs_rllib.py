@@ -33,10 +33,10 @@ from __future__ import annotations
 import statistics
 import sys
 
-from esnb.bench.flags import add_json
-from esnb.bench.memory import child
-from esnb.bench.peer import peer_versions
-from esnb.bench.report import Session
+from esnb.bench.common.flags import add_json
+from esnb.bench.common.interpreter import child
+from esnb.bench.common.report import Session
+from esnb.bench.peers.versions import peer_versions
 from esnb.settings import integer
 
 ENV = "ALE/Pong-v5"

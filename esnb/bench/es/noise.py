@@ -19,8 +19,8 @@ import time
 
 import numpy as np
 
-from esnb.bench.flags import add_json
-from esnb.bench.report import Session
+from esnb.bench.common.flags import add_json
+from esnb.bench.common.report import Session
 from esnb.settings import integer
 
 

@@ -26,8 +26,8 @@ import logging
 import os
 import time
 
-from esnb.bench.flags import add_json, add_settings, chosen, given_settings
-from esnb.bench.report import Session
+from esnb.bench.common.flags import add_json, add_settings, chosen, given_settings
+from esnb.bench.common.report import Session
 from esnb.runners.aesrl.config import AESRLConfig, CEMRLConfig
 from esnb.settings import integer, number, show
 

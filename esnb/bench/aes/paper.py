@@ -1,6 +1,6 @@
 """AES-RL's Tables 1 and 2 (Lee et al. 2020) next to esnb's runs: the paper's numbers, the
 tables, figures and plain-language verdicts of ``notebooks/aesrl_tables.ipynb``. The runs come
-from :mod:`esnb.bench.aes_time` and :mod:`esnb.bench.aes_rules`.
+from :mod:`esnb.bench.aes.wall_time` and :mod:`esnb.bench.aes.rules`.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def _paper_env(env: str) -> str:
 
 
 def aes_time_table(rows: list[dict], workers: int) -> pd.DataFrame:
-    """Rows of :func:`esnb.bench.aes_time.measure_env` with the paper's figures beside them:
+    """Rows of :func:`esnb.bench.aes.wall_time.measure_env` with the paper's figures beside them:
     ``paper_vs_serial`` is the paper's time / CEM-RL's for the same algorithm at the closest
     worker count it reports (``paper_workers``; P-CEM-RL only at 5)."""
     out = []
@@ -155,7 +155,7 @@ def _of_best(x: pd.Series) -> pd.Series:
 
 
 def aes_rules_table(runs: list[dict], rng: np.random.Generator | None = None) -> pd.DataFrame:
-    """Runs of :func:`esnb.bench.aes_rules.one_run` per combination (in the order run) with
+    """Runs of :func:`esnb.bench.aes.rules.one_run` per combination (in the order run) with
     the paper's HalfCheetah and Walker2d means; the ``*_of_best`` columns put each on the
     scale of its table's best combination (:func:`_of_best`).
 

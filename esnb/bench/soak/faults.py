@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from esnb.bench.soak_driver import Driver, ReplayPoller, live_workers, replay_stats, replays
+from esnb.bench.soak.driver import Driver, ReplayPoller, live_workers, replay_stats, replays
 
 MB = 1024 * 1024
 

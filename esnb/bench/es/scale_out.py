@@ -41,8 +41,8 @@ import time
 
 import numpy as np
 
-from esnb.bench.flags import add_json, chosen
-from esnb.bench.report import Session
+from esnb.bench.common.flags import add_json, chosen
+from esnb.bench.common.report import Session
 from esnb.runners.es.config import ESConfig
 from esnb.settings import integer
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from esnb.bench.flags import add_json, add_settings
-from esnb.bench.report import Session
+from esnb.bench.common.flags import add_json, add_settings
+from esnb.bench.common.report import Session
 from esnb.runners.es.config import ESConfig
 from esnb.settings import integer
 

@@ -29,9 +29,9 @@ import time
 
 import numpy as np
 
-from esnb.bench.flags import add_json, add_settings, given_settings
-from esnb.bench.memory import child
-from esnb.bench.report import Session
+from esnb.bench.common.flags import add_json, add_settings, given_settings
+from esnb.bench.common.interpreter import child
+from esnb.bench.common.report import Session
 from esnb.runners.es.config import ESConfig
 from esnb.settings import integer
 
@@ -111,7 +111,7 @@ def physics_in_parallel(env_id: str, steps: int, processes: int, seed: int = 0) 
     """:func:`physics_rate` in ``processes`` fresh interpreters at once, their mean: the
     physics per core under the contention ES's workers meet (the machine is shared; a lone
     process may get a core that two workers would not)."""
-    code = ("import sys; from esnb.bench.rollout import physics_rate; "
+    code = ("import sys; from esnb.bench.es.rollout import physics_rate; "
             "print('ESNB-BENCH', physics_rate(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))")
     procs = [subprocess.Popen([sys.executable, "-c", code, env_id, str(steps), str(seed + i)],
                               stdout=subprocess.PIPE, text=True) for i in range(processes)]

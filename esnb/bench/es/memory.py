@@ -21,15 +21,12 @@ HalfCheetah-v5): all processes <= 700 MB PSS, each worker <= 120 MB USS, cold st
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
-import subprocess
-import sys
-import time
 
-from esnb.bench.flags import add_json, add_settings, given_settings
-from esnb.bench.report import Session
+from esnb.bench.common.flags import add_json, add_settings, given_settings
+from esnb.bench.common.interpreter import child
+from esnb.bench.common.report import Session
 from esnb.runners.es.config import ESConfig
 from esnb.settings import integer
 
@@ -124,28 +121,6 @@ def add_arguments(p) -> None:
                    help="also measure the esnb in DIR (a worktree of another commit), "
                         "interleaved with this one (default: none)")
     add_json(p)
-
-
-def child(mode: str, workers: int, generations: int, population: int, env: str,
-          tree: str | None = None, source: str = CHILD, extra_env: dict | None = None,
-          python: str = sys.executable) -> dict:
-    """Run ``source`` (:data:`CHILD`, or another benchmark's program taking the same
-    arguments) in a fresh interpreter, ``python`` (on the esnb in ``tree`` if given, with
-    ``extra_env`` set); its ``ESNB-BENCH {json}`` line."""
-    environ = {**os.environ, **(extra_env or {})}
-    if tree is not None:
-        environ["PYTHONPATH"] = os.pathsep.join(
-            [tree] + ([environ["PYTHONPATH"]] if environ.get("PYTHONPATH") else []))
-    # the child runs from its tree, so "import esnb" finds that tree's package first
-    environ["ESNB_BENCH_LAUNCHED"] = repr(time.time())
-    proc = subprocess.run(
-        [python, "-c", source, mode, str(workers), str(generations), str(population),
-         env], capture_output=True, text=True, env=environ, cwd=tree or os.getcwd(),
-        timeout=900)
-    for line in proc.stdout.splitlines():
-        if line.startswith("ESNB-BENCH "):
-            return json.loads(line[len("ESNB-BENCH "):])
-    raise RuntimeError(f"the measured run failed:\n{proc.stderr[-3000:]}")
 
 
 def summarise(result: dict) -> dict:

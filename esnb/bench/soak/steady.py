@@ -1,6 +1,6 @@
 """Soak: ES and Ape-X side by side for minutes; memory must stay flat and nothing be lost.
 
-With ``--faults``: the fault soak instead (:mod:`esnb.bench.fault_soak`): Ape-X DQN, AES-RL and
+With ``--faults``: the fault soak instead (:mod:`esnb.bench.soak.faults`): Ape-X DQN, AES-RL and
 IMPALA through a seeded schedule of killed and added workers, a killed replay and a stopped and
 resumed driver, every lost transition counted.
 
@@ -24,8 +24,8 @@ import time
 
 import numpy as np
 
-from esnb.bench.flags import add_settings, chosen, given_settings
-from esnb.bench.report import write_json
+from esnb.bench.common.flags import add_settings, chosen, given_settings
+from esnb.bench.common.report import write_json
 from esnb.runners.apex.config import ApeXDQNConfig
 from esnb.runners.es.config import ESConfig
 from esnb.settings import integer, number
@@ -61,7 +61,7 @@ def add_arguments(p) -> None:
                    help="also write samples and figures to this file (default: not written)")
     faults = p.add_argument_group("fault soak (--faults)")
     faults.add_argument("--faults", action="store_true",
-                        help="run the fault soak instead (esnb.bench.fault_soak)")
+                        help="run the fault soak instead (esnb.bench.soak.faults)")
     faults.add_argument("--algorithms", nargs="+", default=["apex", "aesrl", "impala"],
                         choices=["apex", "aesrl", "impala"], help="runs to soak, one at a time")
     faults.add_argument("--seed", type=integer(0), default=0,
@@ -203,7 +203,7 @@ def _report(samples, runners, warmup, workers) -> dict:
 
 def run(args) -> int:
     if args.faults:
-        from esnb.bench import fault_soak
+        from esnb.bench.soak import faults as fault_soak
 
         return fault_soak.run(args)
     t_start = time.perf_counter()

@@ -25,8 +25,8 @@ import time
 
 import numpy as np
 
-from esnb.bench.flags import add_json, add_settings, given_settings
-from esnb.bench.report import write_json
+from esnb.bench.common.flags import add_json, add_settings, given_settings
+from esnb.bench.common.report import write_json
 from esnb.runners.impala.config import ImpalaConfig
 from esnb.settings import integer, number
 
@@ -250,7 +250,7 @@ def run(args) -> int:
         print(f"  lagging actors, {args.compare_steps} learner steps each, "
               f"{args.compare_seeds} seed(s): greedy eval (20 episodes) / training return, "
               f"mean over seeds [bootstrap 95% interval]")
-        from esnb.bench.paper_plots import impala_lag_table
+        from esnb.bench.impala.paper import impala_lag_table
         from esnb.runners.sweep import format_ci
 
         lag_table = impala_lag_table(rows, np.random.default_rng(0))

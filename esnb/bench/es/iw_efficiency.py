@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from esnb.bench.flags import add_settings, chosen, given_settings
-from esnb.bench.report import write_json
+from esnb.bench.common.flags import add_settings, chosen, given_settings
+from esnb.bench.common.report import write_json
 from esnb.runners.es.config import ESConfig
 from esnb.settings import integer, number
 
@@ -112,7 +112,7 @@ def plot(curves: pd.DataFrame, path: Path, title: str) -> None:
     """Write the figure (return vs env steps and vs wall time, a row per learning rate)."""
     from bokeh.io import save
 
-    from esnb.bench.paper_plots import iw_curves_figure
+    from esnb.bench.es.iw_paper import iw_curves_figure
 
     save(iw_curves_figure(curves), filename=str(path), title=title, resources="inline")
 

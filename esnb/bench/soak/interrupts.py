@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from esnb.bench.flags import add_json
-from esnb.bench.report import Session
+from esnb.bench.common.flags import add_json
+from esnb.bench.common.report import Session
 from esnb.settings import integer
 
 SMALL_NETS = ["--actor-hidden", "16", "16", "--critic-hidden", "16", "16"]

@@ -23,8 +23,8 @@ import time
 import numpy as np
 import pandas as pd
 
-from esnb.bench.flags import add_json, add_settings, chosen, given_settings
-from esnb.bench.report import write_json
+from esnb.bench.common.flags import add_json, add_settings, chosen, given_settings
+from esnb.bench.common.report import write_json
 from esnb.runners.apex.config import ApeXDQNConfig
 from esnb.settings import integer, number
 

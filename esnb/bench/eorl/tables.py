@@ -21,8 +21,8 @@ import time
 
 import numpy as np
 
-from esnb.bench.flags import add_json
-from esnb.bench.report import write_json
+from esnb.bench.common.flags import add_json
+from esnb.bench.common.report import write_json
 from esnb.settings import integer
 
 #: the paper's columns

@@ -6,7 +6,7 @@ gymnasium's time limit (1,000 steps; HalfCheetah never terminates, so a generati
 steps for both), no evaluation episodes. Side by side, round after round (``--repeats``, the
 order of the two alternating), medians reported:
 
-- **esnb**: :data:`esnb.bench.rollout.CHILD` in a fresh interpreter: ``make_client(workers)``
+- **esnb**: :data:`esnb.bench.es.rollout.CHILD` in a fresh interpreter: ``make_client(workers)``
   + ``ES(env)``, 2 warm-up generations, then ``--generations`` timed ones;
 - **EvoTorch**: its closest to OpenAI-ES, ``PGPE`` with a fixed standard deviation (σ 0.02,
   ``stdev_learning_rate=0``), Adam (step size 0.01), centered ranks and mirrored sampling,
@@ -14,7 +14,7 @@ order of the two alternating), medians reported:
   actor samples and evaluates its share of the population and sends back a gradient), the same
   network, in a fresh ``--evotorch-python`` interpreter: 2 warm-up generations (Ray's start and
   the actors'), then the same timed generations;
-- **physics**: :func:`esnb.bench.rollout.physics_rate` (``mj_step`` in a Python loop), alone
+- **physics**: :func:`esnb.bench.es.rollout.physics_rate` (``mj_step`` in a Python loop), alone
   and in as many processes as workers at once (the contention the workers meet).
 
 Rates are env steps per wall second per worker (esnb) or actor (EvoTorch). EvoTorch runs in
@@ -27,12 +27,12 @@ from __future__ import annotations
 import statistics
 import sys
 
-from esnb.bench import rollout
-from esnb.bench.flags import add_json, add_settings, given_settings
-from esnb.bench.memory import child
-from esnb.bench.peer import peer_versions
-from esnb.bench.report import Session
-from esnb.bench.rollout import CHILD, physics_in_parallel, physics_rate
+from esnb.bench.common.flags import add_json, add_settings, given_settings
+from esnb.bench.common.interpreter import child
+from esnb.bench.common.report import Session
+from esnb.bench.es import rollout
+from esnb.bench.es.rollout import CHILD, physics_in_parallel, physics_rate
+from esnb.bench.peers.versions import peer_versions
 from esnb.runners.es.config import ESConfig
 from esnb.settings import integer
 

@@ -22,8 +22,8 @@ import time
 import dask
 import numpy as np
 
-from esnb.bench.flags import add_json, add_settings, chosen, given_settings
-from esnb.bench.report import Session
+from esnb.bench.common.flags import add_json, add_settings, chosen, given_settings
+from esnb.bench.common.report import Session
 from esnb.runners.apex.config import CONFIGS, ApeXDQNConfig
 from esnb.settings import integer, number
 

@@ -23,8 +23,8 @@ import time
 import dask
 import numpy as np
 
-from esnb.bench.flags import add_json
-from esnb.bench.report import Session
+from esnb.bench.common.flags import add_json
+from esnb.bench.common.report import Session
 from esnb.settings import integer, number
 
 SPEC = {"obs": ((8,), "float32"), "action": "int64", "reward": "float32",
