@@ -154,7 +154,7 @@ def measure(env: str = ENV, workers=(2, 4, 8), generations: int = 3,
     crcs: dict = {name: set() for name in trees}
     for n in workers:
         for name, tree in trees.items():  # interleaved: both see the same machine load
-            r = child("memory", n, generations, population, env, tree)
+            r = child("memory", n, generations, population, env, tree, source=CHILD)
             out[name]["memory"][n] = summarise(r)
             crcs[name].add((n, r["theta_crc"]))
             progress(f"{name} {n} workers: total {out[name]['memory'][n]['total_pss']:,.0f} "
@@ -170,7 +170,7 @@ def measure(env: str = ENV, workers=(2, 4, 8), generations: int = 3,
         # each round: the floor, then every tree, so all of them see the same load
         floors.append(child("floor", 2, 1, population, env, source=FLOOR)["floor"])
         for name, tree in starts.items():
-            r = child("cold", 2, 1, population, env, tree,
+            r = child("cold", 2, 1, population, env, tree, source=CHILD,
                       extra_env={"DASK_ESNB__NOISE__CACHE": "False"} if name == UNCACHED
                       else None)
             out[name]["cold_starts"].append(r["cold_start"])
