@@ -81,9 +81,10 @@ class ActorCriticSpec:
     def for_spaces(cls, observation_space, action_space, hidden: tuple[int, ...],
                    activation: str, init_log_std: float,
                    torso: ConvTorso | None = None) -> ActorCriticSpec:
-        """The spec for gymnasium spaces (Box observations; Discrete or Box actions); with a
-        ``torso`` the frames' network (``hidden`` and ``activation`` are then the paper's:
-        one ReLU layer of :data:`~esnb.nets.conv.HEAD_HIDDEN` units)."""
+        """The spec for gymnasium spaces (Box observations; Discrete or Box actions) with the
+        run's ``hidden``, ``activation`` and ``init_log_std`` settings; with a ``torso`` the
+        frames' network (``hidden`` and ``activation`` are then the paper's: one ReLU layer of
+        :data:`~esnb.nets.conv.HEAD_HIDDEN` units)."""
         if torso is not None:
             from gymnasium import spaces
 

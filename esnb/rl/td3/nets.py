@@ -55,14 +55,25 @@ def _init_in_out(mlp: MLP, generator: torch.Generator | None) -> torch.Tensor:
 
 
 class TwinCritic(nn.Module):
-    """Two Q-networks ``[s, a] -> 400 -> 300 -> 1`` (leaky ReLU): a population of two of one
-    :class:`~esnb.nets.MLP` (``self.mlp``), Q1's flat vector then Q2's in one
-    :class:`~esnb.nets.FlatModule` (``self.pair``).
+    """Two Q-networks ``[s, a] -> hidden... -> 1`` (leaky ReLU; the paper's 400-300): a
+    population of two of one :class:`~esnb.nets.MLP` (``self.mlp``), Q1's flat vector then
+    Q2's in one :class:`~esnb.nets.FlatModule` (``self.pair``).
 
     Small critics (width <= :data:`BATCHED_MAX`) run the pair as a population (one
     ``baddbmm`` per layer instead of two small matmuls: they are launch-bound on CPU); wider
-    ones run the heads one after the other. The initial weights are drawn from ``generator``
-    (torch's global one if None) unless ``flat`` is given.
+    ones run the heads one after the other.
+
+    Parameters
+    ----------
+    obs_dim, act_dim : int
+    hidden : tuple of int
+        Hidden sizes (``TD3Config.critic_hidden``).
+    slope : float
+        Negative slope of the leaky ReLU (``TD3Config.leaky_slope``).
+    generator : torch.Generator, optional
+        Draws the initial weights (torch's global one if None) unless ``flat`` is given.
+    flat : array, optional
+        Both heads' weights (published weights).
     """
 
     def __init__(self, obs_dim: int, act_dim: int, hidden: tuple[int, ...], slope: float,
