@@ -15,7 +15,7 @@ import numbers
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
@@ -33,9 +33,48 @@ def bound(x: float) -> str:
     return f"{x:g}"
 
 
+@dataclass(frozen=True, kw_only=True)
+class ValueSpec:
+    """What a value may be and how it is shown: the fields a :class:`Control` and a setting's
+    declaration (:class:`esnb.settings.declare.Setting`) share, declared once here.
+
+    Attributes
+    ----------
+    help : str
+        One line shown next to the widget, in ``--help``, in error messages and in the docs.
+    low, high : float, optional
+        Bounds for numbers; ``None`` is unbounded on that side.
+    low_open, high_open : bool
+        Whether the bound itself is excluded (``sigma`` > 0 has ``low=0, low_open=True``).
+    choices : tuple
+        Allowed values of a ``choice`` kind.
+    log : bool
+        Hint for widgets: a log-scale slider suits it (learning rates, sigma).
+    check : callable, optional
+        Extra check ``check(value) -> error message or None`` (e.g. "must be even").
+    live : bool
+        Whether it may change while the runner runs; fixed ones are set at creation only.
+    """
+
+    help: str = ""
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    choices: tuple = ()
+    log: bool = False
+    check: Callable[[Any], str | None] | None = field(default=None, compare=False)
+    live: bool = False
+
+    def value_spec(self) -> dict[str, Any]:
+        """The :class:`ValueSpec` fields' values (a setting's, for its control)."""
+        return {f.name: getattr(self, f.name) for f in fields(ValueSpec)}
+
+
 @dataclass(frozen=True)
-class Control:
-    """One hyperparameter.
+class Control(ValueSpec):
+    """One hyperparameter: a name, a kind and a default, with :class:`ValueSpec`'s fields
+    (keywords; a control is ``live`` unless told otherwise).
 
     Attributes
     ----------
@@ -45,34 +84,12 @@ class Control:
         Value type.
     default : Any
         Value when the runner is created without one.
-    low, high : float, optional
-        Bounds for numbers; ``None`` is unbounded on that side.
-    low_open, high_open : bool
-        Whether the bound itself is excluded (``sigma`` > 0 has ``low=0, low_open=True``).
-    choices : tuple
-        Allowed values of a ``choice`` control.
-    help : str
-        One line shown next to the widget and in error messages.
-    live : bool
-        Whether it may change while the runner runs; fixed ones are set at creation only.
-    log : bool
-        Hint for widgets: a log-scale slider suits it (learning rates, sigma).
-    check : callable, optional
-        Extra check ``check(value) -> error message or None`` (e.g. "must be even").
     """
 
     name: str
     kind: str
     default: Any
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-    choices: tuple = ()
-    help: str = ""
-    live: bool = True
-    log: bool = False
-    check: Callable[[Any], str | None] | None = field(default=None, compare=False)
+    live: bool = field(default=True, kw_only=True)
 
     def __post_init__(self):
         if self.kind not in KINDS:

@@ -41,7 +41,7 @@ def test_apex_epsilon_schedule():
     np.testing.assert_allclose(apex_schedule(3, 0.4, 7), [0.4, 0.4 ** 4.5, 0.4 ** 8])
     np.testing.assert_allclose(apex_schedule(1, 0.4, 7), [0.4])
     np.testing.assert_allclose(apex_schedule(4, 0.3, 0), [0.3] * 4)
-    for args in ((0,), (2.5,), (3, -0.1), (3, 0.4, np.inf)):
+    for args in ((0, 0.4, 7), (2.5, 0.4, 7), (3, -0.1, 7), (3, 0.4, np.inf)):
         with pytest.raises(ValueError):
             apex_schedule(*args)
 
@@ -122,7 +122,7 @@ def test_numpy_dpg_matches_torch_and_respects_bounds():
     np.testing.assert_allclose(dpg_q(spec, flat, obs, a_t), q_t, atol=1e-5)
     assert np.all(a_t >= [-1, -3]) and np.all(a_t <= [1, 2])
     with pytest.raises(ValueError, match="finite action bounds"):
-        DPGSpec(3, 1, (-np.inf,), (1.0,))
+        DPGSpec(3, 1, (-np.inf,), (1.0,), (8,), (8, 8))
 
 
 # -- learners --------------------------------------------------------------------------------
@@ -137,7 +137,7 @@ def cartpole_batch(n, rng, act_dim=None):
 
 
 def test_dqn_td_errors_are_double_q_nstep_targets():
-    spec = QNetSpec(4, 2, (8,))
+    spec = QNetSpec(4, 2, (8,), dueling=True)
     learner = dqn(spec, seed=3, target_period=1000)
     # make the target net differ from the online one
     with torch.no_grad():
@@ -161,7 +161,7 @@ def test_dqn_td_errors_are_double_q_nstep_targets():
 
 
 def test_dqn_target_period_weights_and_state_round_trip():
-    spec = QNetSpec(4, 2, (16, 16))
+    spec = QNetSpec(4, 2, (16, 16), dueling=True)
     rng = np.random.default_rng(1)
     b = cartpole_batch(64, rng)
     a = dqn(spec, seed=0, target_period=3, lr=1e-2)
@@ -186,7 +186,7 @@ def test_dqn_target_period_weights_and_state_round_trip():
 def test_learner_state_with_an_optimizer_step_per_layer_loads():
     """Before the networks were one flat parameter, the optimizer state counted its steps per
     layer tensor; the moments were laid out as the flat vector is, so such a state loads."""
-    spec = QNetSpec(4, 2, (16, 16))
+    spec = QNetSpec(4, 2, (16, 16), dueling=True)
     b = cartpole_batch(64, np.random.default_rng(4))
     a = dqn(spec, seed=0)
     for _ in range(3):
@@ -228,7 +228,7 @@ def test_dpg_learner_improves_its_critic_and_clips_the_actor_gradient():
 
 # -- actors ----------------------------------------------------------------------------------
 def test_actor_group_builds_keyed_nstep_transitions_on_cartpole():
-    spec = QNetSpec(4, 2, (16,))
+    spec = QNetSpec(4, 2, (16,), dueling=True)
     cfg = ActorConfig("CartPole-v1", "dqn", spec, num_actors=6, n_step=3, gamma=0.9)
     g = ActorGroup(cfg, [1, 4], seed=0)
     np.testing.assert_allclose(g.exploration, apex_schedule(6, 0.4, 7)[[1, 4]])

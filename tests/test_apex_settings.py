@@ -121,7 +121,7 @@ def test_centered_rmsprop_has_tensorflow_semantics():
 
 
 def test_dqn_learner_with_the_paper_optimizer_learns_and_checkpoints():
-    spec = QNetSpec(4, 2, (16,))
+    spec = QNetSpec(4, 2, (16,), dueling=True)
     rng = np.random.default_rng(0)
     b = {"obs": rng.standard_normal((64, 4)).astype(np.float32),
          "next_obs": rng.standard_normal((64, 4)).astype(np.float32),

@@ -51,7 +51,7 @@ def test_benchmark_json_is_strict(tmp_path):
 
     import numpy as np
 
-    from esnb.bench.report import write_json
+    from esnb.bench.common.report import write_json
 
     path = tmp_path / "r.json"
     write_json(str(path), {"a": float("nan"), "b": [np.float64(np.inf), 1.5], "c": np.int64(3)})

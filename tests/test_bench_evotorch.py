@@ -3,7 +3,7 @@
 
 import pytest
 
-from esnb.bench.es_vs_evotorch import esnb_params, esnb_rate, network
+from esnb.bench.peers.es_vs_evotorch import esnb_params, esnb_rate, network
 from esnb.runners.es.config import ESConfig
 
 

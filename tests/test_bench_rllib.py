@@ -1,7 +1,7 @@
 """``esnb bench impala-vs-rllib``: its rates (its flags and its missing peer:
 tests/test_bench_peers.py)."""
 
-from esnb.bench.impala_vs_rllib import rates
+from esnb.bench.peers.impala_vs_rllib import rates
 
 
 def test_rates_are_agent_steps_over_the_timed_seconds():

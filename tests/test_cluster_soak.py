@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from esnb.bench.soak import MB, measure, slope_mb_per_min
+from esnb.bench.soak.steady import MB, measure, slope_mb_per_min
 
 
 def test_slope_is_megabytes_per_minute():

@@ -2,8 +2,9 @@
 
 The checks read the declarations themselves (no grep of the source): a setting shared by
 several algorithms is inherited or derived, never declared again; a derived field never
-restates its parent's default; the maths-level configs have no defaults of their own; the
-named presets change only what differs from the laptop defaults.
+restates its parent's default; the maths-level configs and the networks' specs have no
+defaults of their own; the named presets and the results catalogue change only what differs
+from the laptop defaults.
 """
 
 from __future__ import annotations
@@ -95,6 +96,29 @@ def test_maths_configs_take_their_values_from_the_settings(path):
     assert not with_default, with_default
 
 
+@pytest.mark.parametrize("path, free", [
+    ("esnb.rl.apex.nets:QNetSpec", {"activation", "torso"}),
+    ("esnb.rl.apex.nets:DPGSpec", set()),
+    ("esnb.rl.apex.nstep:apex_schedule", set()),
+    ("esnb.rl.impala.actor_critic:ActorCriticSpec", {"torso"}),
+    ("esnb.rl.impala.actor_critic:ActorCriticSpec.for_spaces", {"torso"}),
+    ("esnb.rl.td3.actor:actor_spec", set()),
+    ("esnb.rl.td3.nets:TwinCritic", {"generator", "flat"}),
+])
+def test_rl_specs_take_the_runs_settings(path, free):
+    """The networks' specs of rl/ (sizes, dueling heads, initial log-std, exploration) take
+    every value a run's settings hold from the caller: no default of their own. ``free``: the
+    arguments that are no setting (QNetSpec's ReLU, a conv torso made from the ``torso``
+    setting by :func:`~esnb.nets.conv.choose_torso`, a generator, given weights)."""
+    module, _, name = path.partition(":")
+    obj = importlib.import_module(module)
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    defaults = {p.name for p in inspect.signature(obj).parameters.values()
+                if p.default is not inspect.Parameter.empty}
+    assert defaults <= free, defaults - free
+
+
 def test_td3_and_loss_configs_are_the_runs_settings():
     from esnb.rl.impala import LossConfig
     from esnb.rl.td3 import TD3Config
@@ -117,6 +141,21 @@ def test_named_presets_change_only_what_differs():
             assert not same, (cls.__qualname__, preset, same)
             built = cls.build(preset)
             assert all(getattr(built, k) == v for k, v in changes.items())
+
+
+def test_the_results_catalogue_sets_only_what_differs_from_its_preset():
+    """An entry of the results page names the settings it changes, and only those: a value
+    equal to its preset's would restate a default (an EORL table cell's ``settings`` are the
+    cell's environment, not a runner's settings)."""
+    from esnb.bench.results.catalogue import ENTRIES
+
+    registry = algorithms()
+    for e in ENTRIES:
+        if e.algorithm == "eorl-table":
+            continue
+        preset = registry[e.algorithm].load_config().preset_values(e.preset)
+        same = {k: v for k, v in e.settings.items() if preset[k] == v}
+        assert not same, (e.key, same)
 
 
 def test_the_demo_is_a_preset_of_es():

@@ -115,7 +115,8 @@ def _dqn(device, seed=0):
     from esnb.rl.apex.nets import QNetSpec
     from esnb.runners.apex.learner import dqn_learner
 
-    return dqn_learner(ApeXDQNConfig.build(device=device), QNetSpec(4, 2, (16, 16)), seed)
+    net = QNetSpec(4, 2, (16, 16), dueling=True)
+    return dqn_learner(ApeXDQNConfig.build(device=device), net, seed)
 
 
 def _dpg(device, seed=0):
@@ -178,7 +179,7 @@ def test_apex_learners_on_the_device_publish_cpu_float32_and_resume_elsewhere(ma
 
 def test_td3_critic_on_the_device_publishes_cpu_float32_and_resumes_elsewhere():
     from esnb import AESRLConfig
-    from esnb.rl.td3.learner import CriticLearner, TD3Config, actor_spec, init_actor
+    from esnb.rl.td3 import CriticLearner, TD3Config, actor_spec, init_actor
 
     spec = actor_spec(4, 1, [-1.0], [1.0], hidden=(16, 16))
 
@@ -220,7 +221,9 @@ def test_impala_learner_on_the_device_publishes_cpu_float32_and_resumes_elsewher
     from esnb.runners.impala.runner import impala_learner
 
     obs_space, act_space, _ = env_spaces("CartPole-v1")
-    spec = ActorCriticSpec.for_spaces(obs_space, act_space, hidden=(16,))
+    cfg = ImpalaConfig.build()
+    spec = ActorCriticSpec.for_spaces(obs_space, act_space, (16,), cfg.activation,
+                                      cfg.init_log_std)
     flat = init_actor_critic(spec, np.random.default_rng(0))
 
     def learner(device):

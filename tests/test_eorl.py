@@ -11,8 +11,6 @@ from esnb.rl.eorl.episodes import default_eps_decay
 from esnb.rl.eorl.mc_dqn import PopulationQNet, mc_returns, one_thread
 from esnb.runners.eorl import CBE, COLUMNS, EORL, HER, PER, VAN, make_runner
 from esnb.runners.eorl.config import EORLConfig, EpisodeConfig
-from esnb.runners.eorl.evolution import EORLLearner
-from esnb.runners.eorl.learner import MCLearner
 from esnb.runners.eorl.runner import CEMRLRoundRobin
 
 
@@ -272,9 +270,7 @@ def test_cem_round_robin_and_pool():
 # -- bad input ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("make,message", [
     (lambda: EORL("bitflip", {"n_bits": 6}, n=1), r"n must be an integer in \[2"),
-    (lambda: EORLLearner("bitflip", {"n_bits": 6}, 400, 0,
-                         **{**EORLConfig.build().learner_kwargs(), "n": 1}),
-     "n must be an integer >= 2"),
+    (lambda: EORLConfig.build(n=1), r"n must be an integer in \[2"),
     (lambda: EORL("bitflip", kappa=1.5), r"kappa must be a number in \[0, 1\]"),
     (lambda: EORL("bitflip", mu=-0.1), r"mu must be a number in \[0, 1\]"),
     (lambda: EORL("bitflip", schedule="sometimes"), "one of 'uniform', 'active'"),
@@ -285,8 +281,7 @@ def test_cem_round_robin_and_pool():
     (lambda: EORL("bitflip", {"n_bits": 1}), "n_bits"),
     (lambda: EORL("cartpole"), "'bitflip', 'gridnav'"),
     (lambda: make_runner("ZER"), "unknown algorithm 'ZER'; valid: VAN, CER, HER, PER, CBE"),
-    (lambda: MCLearner("bitflip", {}, 0, 0, **EpisodeConfig.build().learner_kwargs()),
-     "episodes must be an integer >= 1"),
+    (lambda: EpisodeConfig.build(episodes=0), r"episodes must be an integer in \[1"),
 ])
 def test_bad_input_is_refused_clearly(make, message):
     with pytest.raises(ValueError, match=message.replace("'2', ", r"'2\+', ")):

@@ -194,13 +194,14 @@ def test_bad_settings_are_refused_in_one_line(settings, message):
 
 
 @pytest.mark.parametrize("name,value,message", [
-    ("cer_fraction", 2.0, r"CER cer_fraction must be a number \[0, 1\], got 2.0"),
-    ("cer_fraction", True, "CER cer_fraction must be a number"),
-    ("return_z", -1.0, r"CER return_z must be a number >= 0 \(finite\), got -1.0"),
-    ("contrast_k", 1.5, "contrast_k must be an integer >= 0"),
-    ("cer_buffer_factor", 0, "cer_buffer_factor must be an integer >= 1"),
+    ("cer_fraction", 2.0, r"cer_fraction must be a number in \[0, 1\], got 2.0"),
+    ("cer_fraction", True, "cer_fraction must be a number"),
+    ("return_z", -1.0, r"return_z must be a number in \[0, 100\], got -1.0"),
+    ("contrast_k", 1.5, r"contrast_k must be an integer in \[0, 1000\]"),
+    ("cer_buffer_factor", 0, r"cer_buffer_factor must be an integer in \[1, 10,000\]"),
 ])
-def test_the_learner_refuses_bad_values(name, value, message):
-    kwargs = {**CERConfig.build().learner_kwargs(), name: value}
+def test_the_learners_settings_refuse_bad_values(name, value, message):
+    """The learner's values are checked once, by its settings (the learner is built from
+    them: :meth:`~esnb.runners.eorl.learner.MCLearner.of`)."""
     with pytest.raises(ValueError, match=message):
-        CERLearner("gridnav", {"size": 4}, 10, 0, **kwargs)
+        CERConfig.build(**{name: value})

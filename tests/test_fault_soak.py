@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from esnb.bench.fault_soak import measure
+from esnb.bench.soak.faults import measure
 
 
 @pytest.mark.slow

@@ -22,7 +22,7 @@ import psutil
 import pytest
 from test_survive import esnb, saved_iteration, wait_for_generation, worker_processes
 
-from esnb.bench.interrupts import RUNS, start
+from esnb.bench.soak.interrupts import RUNS, start
 
 pytestmark = pytest.mark.slow  # every test here starts a cluster or a CLI run
 

@@ -38,7 +38,8 @@ def loss_config(**changes) -> LossConfig:
 
 def make_spec(env):
     obs, act, _ = env_spaces(env)
-    return ActorCriticSpec.for_spaces(obs, act, hidden=(16, 16))
+    cfg = ImpalaConfig.build()
+    return ActorCriticSpec.for_spaces(obs, act, (16, 16), cfg.activation, cfg.init_log_std)
 
 
 def payload(spec, flat, version=0):

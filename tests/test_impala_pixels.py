@@ -66,7 +66,9 @@ def test_actor_logits_equal_the_learners_on_the_same_frames():
     cases = [(ConvTorso("minatar", (4, 10, 10)), 2), (ConvTorso("impala-deep", (4, 84, 84)), 256)]
     for torso, top in cases:
         obs_space = gym.spaces.Box(0, top - 1, torso.in_shape, np.uint8)
-        spec = ActorCriticSpec.for_spaces(obs_space, gym.spaces.Discrete(6), torso=torso)
+        cfg = ImpalaConfig.build()  # hidden and activation: the torso's own on frames
+        spec = ActorCriticSpec.for_spaces(obs_space, gym.spaces.Discrete(6), cfg.hidden,
+                                          cfg.activation, cfg.init_log_std, torso=torso)
         flat = init_actor_critic(spec, rng)
         assert spec.num_params == len(flat)
         frames = rng.integers(0, top, (5, spec.obs_dim), dtype=np.uint8)

@@ -13,7 +13,7 @@ statistics.
 
 import pytest
 
-from esnb.bench.impala import FINAL_EPISODES, SOLVED, solve
+from esnb.bench.impala.learning import FINAL_EPISODES, SOLVED, solve
 
 
 @pytest.mark.slow

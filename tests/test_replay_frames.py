@@ -1,5 +1,10 @@
 """Pixel replay (esnb.replay.frames): frames stored once, stacks rebuilt equal to the env's.
 
+The frames go in as a stream writer of episodes stores them (:class:`Stream`: one new frame per
+step, a new episode's stack its first frame repeated); the replay's own writer,
+:class:`~esnb.replay.stacks.StackStorage`, finds frames by content instead
+(tests/test_apex_ale.py).
+
 Real Pong (ale-py is in the test extra): random play with a short episode cap, so that a few
 hundred steps cross several episode ends (truncations: their next_obs matters).
 """
@@ -10,7 +15,7 @@ import pytest
 from esnb.envs.make import make_env
 from esnb.record import load_checkpoint, save_checkpoint
 from esnb.replay import join_state, split_state
-from esnb.replay.frames import FrameStacker, FrameStorage
+from esnb.replay.frames import FrameStorage
 from esnb.replay.storage import ArrayStorage
 
 SPEC = {"action": "int64", "reward": "float32", "terminated": "bool"}
@@ -38,6 +43,24 @@ def episodes():
     return play(0, 300), play(1, 120)
 
 
+class Stream:
+    """One stream of episodes written into a :class:`FrameStorage`: :meth:`reset` stores an
+    episode's first frame (its stack: that frame ``stack`` times), :meth:`step` the newest
+    frame of the next observation; both hand out the frame ids of the transition."""
+
+    def __init__(self, storage: FrameStorage):
+        self.storage = storage
+        self.ids = None
+
+    def reset(self, obs):
+        self.ids = np.repeat(self.storage.add_frames(np.asarray(obs)[-1:]), self.storage.stack)
+
+    def step(self, next_obs):
+        before = self.ids
+        self.ids = np.concatenate([self.ids[1:], self.storage.add_frames(next_obs[-1:])])
+        return before, self.ids
+
+
 def store(storage, stacker, slots, steps):
     for slot, (obs, nxt, a, r, terminated, first) in zip(slots, steps):
         if first:
@@ -60,7 +83,7 @@ def test_stacks_rebuilt_equal_the_envs_across_episode_ends(episodes):
     steps, _ = episodes
     assert sum(s[5] for s in steps) >= 7  # 300 steps, episodes of 40: several ends
     storage = FrameStorage(len(steps), SPEC)
-    store(storage, FrameStacker(storage), range(len(steps)), steps)
+    store(storage, Stream(storage), range(len(steps)), steps)
     read = storage.read(np.arange(len(steps)))
     assert read["obs"].dtype == np.uint8 and read["obs"].shape == (len(steps), 4, 84, 84)
     assert_same(read, steps)
@@ -75,7 +98,7 @@ def test_stacks_rebuilt_equal_the_envs_across_episode_ends(episodes):
 def test_interleaved_streams_and_random_order_sampling(episodes):
     a, b = episodes
     storage = FrameStorage(len(a) + len(b), SPEC)
-    sa, sb = FrameStacker(storage), FrameStacker(storage)
+    sa, sb = Stream(storage), Stream(storage)
     order = []  # two actors, their transitions interleaved in blocks as they arrive
     for k in range(0, max(len(a), len(b)), 7):
         order += [("a", i) for i in range(k, min(k + 7, len(a)))]
@@ -95,7 +118,7 @@ def test_ring_wrap_around(episodes, frame_capacity, small):
     first frames) exactly the oldest lose a frame, and reading them is refused."""
     steps, _ = episodes
     storage = FrameStorage(100, SPEC, frame_capacity=frame_capacity)
-    store(storage, FrameStacker(storage), np.arange(len(steps)) % 100, steps)
+    store(storage, Stream(storage), np.arange(len(steps)) % 100, steps)
     assert storage.frame_head > 2 * storage.frame_capacity  # the frame ring wrapped too
     oldest_first = (np.arange(100) + len(steps)) % 100
     ok = storage.available(oldest_first)
@@ -122,7 +145,7 @@ def test_bytes_per_transition_about_one_frame():
 def test_checkpoint_round_trip_one_file(tmp_path, episodes):
     steps, _ = episodes
     storage = FrameStorage(100, SPEC)
-    store(storage, FrameStacker(storage), np.arange(len(steps)) % 100, steps)
+    store(storage, Stream(storage), np.arange(len(steps)) % 100, steps)
     meta, arrays = split_state(storage.state_dict())
     path = save_checkpoint(tmp_path / "checkpoint.npz", "ApeX", {"replay": meta}, arrays)
     assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.npz"]
@@ -152,12 +175,7 @@ def test_bad_input_one_line_each():
         FrameStorage(10, {"obs": ((4, 84, 84), "uint8")})
     with pytest.raises(ValueError, match="stack must be"):
         FrameStorage(10, SPEC, stack=0)
-    stacker = FrameStacker(storage)
-    with pytest.raises(ValueError, match="before reset"):
-        stacker.step(np.zeros((4, 84, 84), np.uint8))
-    with pytest.raises(ValueError, match="stacked observation of shape"):
-        stacker.reset(np.zeros((84, 84), np.uint8))
-    ids = stacker.reset(np.zeros((4, 84, 84), np.uint8))
+    ids = np.repeat(storage.add_frames(np.zeros((1, 84, 84), np.uint8)), 4)
     batch = {"obs_frames": (ids + 5)[None], "next_frames": ids[None], "action": [0],
              "reward": [0.0], "terminated": [False]}
     with pytest.raises(ValueError, match="outside the held ids"):

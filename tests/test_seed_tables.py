@@ -64,7 +64,7 @@ def _interval(values):
 def test_iw_efficiency_table_reports_intervals(tmp_path):
     import json
 
-    from esnb.bench.iw_efficiency import final_table, format_final_table
+    from esnb.bench.es.iw_efficiency import final_table, format_final_table
     from esnb.record import write_json
 
     finals = pd.DataFrame({
@@ -93,7 +93,7 @@ def test_iw_efficiency_table_reports_intervals(tmp_path):
 
 
 def test_aes_rules_table_reports_intervals_in_the_order_run():
-    from esnb.bench.aes_tables import aes_rules_figure, aes_rules_table, format_rules_table
+    from esnb.bench.aes.paper import aes_rules_figure, aes_rules_table, format_rules_table
 
     finals = {("relative_baseline", "online_adaptive"): [10.0, 20.0, 30.0, 40.0],
               ("one_plus_one", "success_rule"): [5.0, 5.0, 5.0, 5.0],
@@ -118,8 +118,8 @@ def test_aes_rules_table_reports_intervals_in_the_order_run():
 
 
 def test_eorl_compare_reports_intervals():
-    from esnb.bench.eorl_table import compare, format_table
-    from esnb.bench.paper_plots import eorl_cells
+    from esnb.bench.eorl.paper import eorl_cells
+    from esnb.bench.eorl.tables import compare, format_table
 
     last = {("VAN", 0): [1.0, 2.0, 3.0], ("EORL-FIX", 0): [4.0, 4.0, 4.0],
             ("VAN", 1): [0.5], ("EORL-FIX", 1): [0.0]}
@@ -140,7 +140,7 @@ def test_eorl_compare_reports_intervals():
 
 
 def test_impala_lag_table_reports_intervals():
-    from esnb.bench.paper_plots import impala_lag_table, impala_verdicts
+    from esnb.bench.impala.paper import impala_lag_table, impala_verdicts
 
     rows = [dict(lag=lag, correction=c, seed=s, eval_mean=100.0 + 10 * s + lag,
                  train_return_last_quarter=50.0, log_ratio_abs=0.1, rho_clipped=0.2,

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from esnb.rl.td3.learner import (
+from esnb.rl.td3 import (
+    FIXED,
     CriticLearner,
     NumpyTD3Actor,
     TD3Actor,
@@ -19,6 +20,7 @@ from esnb.rl.td3.learner import (
 )
 
 OBS, ACT = 3, 2
+SLOPE = FIXED["leaky_slope"]
 
 
 def td3_config(**changes) -> TD3Config:
@@ -83,13 +85,13 @@ def test_init_is_torch_linear_default():
 
 @pytest.mark.parametrize("hidden", [(16, 16), (200, 150)])  # batched and per-head paths
 def test_twin_critic_heads_agree_with_q1(hidden):
-    c = TwinCritic(OBS, ACT, hidden, generator=torch.Generator().manual_seed(0))
+    c = TwinCritic(OBS, ACT, hidden, SLOPE, generator=torch.Generator().manual_seed(0))
     o, a = torch.randn(7, OBS), torch.randn(7, ACT)
     q = c(o, a)
     assert q.shape == (2, 7)
     assert torch.allclose(q[0], c.q1(o, a), atol=1e-5)
     assert not torch.allclose(q[0], q[1])
-    c2 = TwinCritic(OBS, ACT, hidden)
+    c2 = TwinCritic(OBS, ACT, hidden, SLOPE)
     c2.load_flat(c.flat())
     assert torch.allclose(c2(o, a), q)
 
@@ -133,7 +135,7 @@ def test_critic_learns_q_and_actor_climbs_it():
 def test_train_actor_stops_at_steps_and_copes_with_short_data():
     s = spec()
     cfg = td3_config(actor_hidden=(16, 16), critic_hidden=(16, 16))
-    critic = TwinCritic(OBS, ACT, (16, 16))
+    critic = TwinCritic(OBS, ACT, (16, 16), SLOPE)
     chunks = [np.zeros((5, 8, OBS), np.float32)] * 3
     _, info = train_actor(s, cfg, init_actor(s, np.random.default_rng(0)), critic, chunks, 12)
     assert info["steps"] == 12
@@ -189,7 +191,7 @@ def test_config_rejects_bad_values(kwargs, match):
 
 def test_actor_needs_finite_bounds_and_cpu_sizes_are_one_argument():
     with pytest.raises(ValueError, match="finite action bounds"):
-        actor_spec(3, 1, [-np.inf], [np.inf])
+        actor_spec(3, 1, [-np.inf], [np.inf], (8,))
     from esnb.runners.aesrl.config import AESRLConfig
 
     cfg = td3_config()

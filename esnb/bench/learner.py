@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from esnb.bench.flags import add_json
-from esnb.bench.report import Session
+from esnb.bench.common.flags import add_json
+from esnb.bench.common.report import Session
 from esnb.settings import integer
 
 #: Atari's full action set (ALE's 18 actions)
@@ -81,10 +81,11 @@ def _impala(device, seed: int, T: int = 20, B: int = 32):  # noqa: N803 - the pa
     from esnb.runners.impala.config import ImpalaConfig
 
     obs_space = gym.spaces.Box(0, 255, FRAMES, np.uint8)
+    paper = ImpalaConfig.build("paper", env="CartPole-v1")  # the loss's and optimiser's values
     spec = ActorCriticSpec.for_spaces(obs_space, gym.spaces.Discrete(ATARI_ACTIONS),
+                                      paper.hidden, paper.activation, paper.init_log_std,
                                       torso=ConvTorso("impala-deep", FRAMES))
     rng = np.random.default_rng(seed)
-    paper = ImpalaConfig.build("paper", env="CartPole-v1")  # the loss's and optimiser's values
     learner = ImpalaLearner(spec, init_actor_critic(spec, rng), lr=paper.lr,
                             optimizer=paper.optimizer, obs_norm=False,
                             rmsprop_eps=paper.rmsprop_eps, rmsprop_decay=paper.rmsprop_decay,
@@ -104,7 +105,8 @@ def _impala(device, seed: int, T: int = 20, B: int = 32):  # noqa: N803 - the pa
 
 def _td3(device, seed: int):
     from esnb.rl.td3.actor import actor_spec
-    from esnb.rl.td3.learner import FIXED, CriticLearner, TD3Config
+    from esnb.rl.td3.config import FIXED, TD3Config
+    from esnb.rl.td3.learner import CriticLearner
 
     obs_dim, act_dim, n = 17, 6, 256  # HalfCheetah-v5
     hidden = (256, 256)

@@ -3,7 +3,8 @@ RUN``, ``esnb export RUN``, ``esnb bench <name>``, ``esnb docs settings``.
 
 Algorithms plug in through :mod:`esnb.runners.registry` (each declared in its own package; the
 flags derive from its config dataclass, see :mod:`esnb.cli.train`); benchmarks through
-:data:`BENCHMARKS`: a module providing ``add_arguments(parser)`` and ``run(args) -> int``.
+:data:`esnb.bench.BENCHMARKS`: a module providing ``add_arguments(parser)`` and
+``run(args) -> int``.
 """
 
 from __future__ import annotations
@@ -13,33 +14,10 @@ import importlib
 import logging
 import sys
 
+from esnb.bench import BENCHMARKS
 from esnb.cli.helptext import Formatter, first_sentence
 from esnb.runners.registry import algorithms
 from esnb.settings import cli as settings_cli
-
-BENCHMARKS: dict[str, str] = {
-    "es-scaling": "esnb.bench.es_scaling",
-    "es-scale-out": "esnb.bench.es_scale_out",
-    "interrupts": "esnb.bench.interrupts",
-    "memory": "esnb.bench.memory",
-    "noise": "esnb.bench.noise",
-    "replay": "esnb.bench.replay",
-    "learner": "esnb.bench.learner",
-    "apex": "esnb.bench.apex",
-    "apex-scaling": "esnb.bench.apex_scaling",
-    "impala": "esnb.bench.impala",
-    "eorl-table": "esnb.bench.eorl_table",
-    "iw-overhead": "esnb.bench.iw_overhead",
-    "iw-efficiency": "esnb.bench.iw_efficiency",
-    "soak": "esnb.bench.soak",
-    "aes-time": "esnb.bench.aes_time",
-    "aes-rules": "esnb.bench.aes_rules",
-    "rollout": "esnb.bench.rollout",
-    "es-vs-evotorch": "esnb.bench.es_vs_evotorch",
-    "impala-vs-rllib": "esnb.bench.impala_vs_rllib",
-    "results": "esnb.bench.results.command",
-}
-
 
 #: ``esnb --help``
 DESCRIPTION = """Evolution strategies and reinforcement learning on Dask: a demo, training runs of

@@ -1,9 +1,9 @@
-"""``ReplayBuffer`` and ``PrioritizedReplayBuffer``: storage, sampler, limiter and eviction
-composed into one buffer of named arrays.
+"""``ReplayBuffer``: storage, sampler, limiter and eviction composed into one buffer of named
+arrays (:class:`~esnb.replay.prioritized.PrioritizedReplayBuffer` is one with a prioritised
+sampler).
 
-Prioritised replay: Schaul et al. 2016, "Prioritized Experience Replay". Soft capacity,
-eviction and per-actor keys: Horgan et al. 2018, "Distributed Prioritized Experience Replay"
-(Ape-X).
+Soft capacity, eviction and per-actor keys: Horgan et al. 2018, "Distributed Prioritized
+Experience Replay" (Ape-X).
 
 Items are written in a ring of ``capacity`` slots, one id per item (its insertion number; the
 item lives in slot ``id % capacity``). Ids, not slots, are what :meth:`ReplayBuffer.add` and
@@ -36,7 +36,7 @@ from esnb.replay.limits import (
     RateLimiter,
     ReplayNotReady,
 )
-from esnb.replay.samplers import PrioritizedSampler, UniformSampler, check_priorities
+from esnb.replay.samplers import UniformSampler, check_priorities
 from esnb.replay.stacks import StackStorage
 from esnb.replay.state import COUNTERS, buffer_state, load_buffer_state
 from esnb.replay.storage import ArrayStorage
@@ -361,44 +361,4 @@ class ReplayBuffer:
         load_buffer_state(self, state)
 
 
-class PrioritizedReplayBuffer(ReplayBuffer):
-    """A :class:`ReplayBuffer` with proportional prioritised sampling.
-
-    Parameters
-    ----------
-    capacity : int
-        Hard capacity.
-    alpha : float
-        Priority exponent: ``P(i) = p_i^alpha / sum_k p_k^alpha``.
-    beta : float
-        Default importance-sampling exponent (``sample(..., beta=)`` overrides it).
-    eps : float
-        Added to ``|td|`` by :meth:`from_td`.
-    **kwargs
-        As :class:`ReplayBuffer` (``spec``, ``soft_capacity``, ``eviction``, ``min_size``...).
-    """
-
-    def __init__(self, capacity: int, alpha: float = 0.6, beta: float = 0.4, eps: float = 1e-6,
-                 **kwargs):
-        if "sampler" in kwargs:
-            raise ValueError("PrioritizedReplayBuffer makes its own sampler")
-        super().__init__(capacity, sampler=PrioritizedSampler(alpha, beta, eps), **kwargs)
-
-    @property
-    def alpha(self) -> float:
-        return self.sampler.alpha
-
-    @property
-    def beta(self) -> float:
-        return self.sampler.beta
-
-    @property
-    def eps(self) -> float:
-        return self.sampler.eps
-
-    def from_td(self, td_errors) -> np.ndarray:
-        """Priorities ``|td| + eps`` for :meth:`add` / :meth:`update_priorities`."""
-        return self.sampler.from_td(td_errors)
-
-
-__all__ = ["PrioritizedReplayBuffer", "ReplayBuffer", "ReplayNotReady"]
+__all__ = ["ReplayBuffer", "ReplayNotReady"]

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from esnb.replay.buffer import PrioritizedReplayBuffer, ReplayBuffer
+from esnb.replay.buffer import ReplayBuffer
 from esnb.replay.limits import PriorityEviction, RateLimiter
+from esnb.replay.prioritized import PrioritizedReplayBuffer
 from esnb.replay.samplers import PrioritizedSampler
 from esnb.replay.storage import ArrayStorage
 

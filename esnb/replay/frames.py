@@ -12,12 +12,10 @@ replay does (Mnih et al. 2015's memory of single frames; Dopamine's circular rep
   (``obs_frames``) and of ``next_obs`` (``next_frames``), and the other fields as they are.
 
 A transition then costs one frame (the newest of ``next_obs``) plus 2 x ``stack`` int64 ids and
-its small fields; each episode adds one frame (its first). :class:`FrameStacker` is the writer
-of one stream of episodes (one actor): it stores the frames and hands out the ids. A new
-episode's stack is its first frame repeated (what ``FrameStackObservation`` gives at reset,
-and DeepMind's padding), so frames of a previous episode are never stacked into a new one; ids
-name frames, not positions, so streams of several actors may interleave, and n-step
-transitions (``next_frames`` n steps on) cost nothing more.
+its small fields; each episode adds one frame (its first). The writer,
+:class:`~esnb.replay.stacks.StackStorage`, takes transitions as stacks and stores each frame it
+has not seen recently; ids name frames, not positions, so streams of several actors may
+interleave, and n-step transitions (``next_frames`` n steps on) cost nothing more.
 
 Frames are overwritten oldest first. A transition whose frames are gone is not readable:
 :meth:`FrameStorage.available` says which are (a replay evicts the others); with the default
@@ -209,36 +207,3 @@ class FrameStorage:
             a[...] = fields[k]
         self._written[...] = written
 
-
-class FrameStacker:
-    """The writer of one stream of episodes into a :class:`FrameStorage`.
-
-    :meth:`reset` with an episode's first (stacked) observation, then :meth:`step` with each
-    next observation: each stores one frame (the newest) and returns frame ids for the
-    transition's ``obs_frames``/``next_frames``.
-    """
-
-    def __init__(self, storage: FrameStorage):
-        self.storage = storage
-        self.ids: np.ndarray | None = None
-
-    def _newest(self, obs) -> np.ndarray:
-        obs = np.asarray(obs)
-        want = (self.storage.stack, *self.storage.frame_shape)
-        if obs.shape != want:
-            raise ValueError(f"a stacked observation of shape {want} expected, got {obs.shape}")
-        return obs[-1:]
-
-    def reset(self, obs) -> np.ndarray:
-        """Start an episode: store its first frame; its stack is that frame ``stack`` times."""
-        first = self.storage.add_frames(self._newest(obs))
-        self.ids = np.repeat(first, self.storage.stack)
-        return self.ids.copy()
-
-    def step(self, next_obs) -> tuple[np.ndarray, np.ndarray]:
-        """Store ``next_obs``'s newest frame; ``(obs_frames, next_frames)`` of the transition."""
-        if self.ids is None:
-            raise ValueError("FrameStacker.step before reset: a stream starts with an episode")
-        new = self.storage.add_frames(self._newest(next_obs))
-        before, self.ids = self.ids, np.concatenate([self.ids[1:], new])
-        return before, self.ids.copy()

@@ -64,7 +64,7 @@ class ReplayServer:
     ----------
     config : dict
         Buffer constructor arguments plus ``prioritized`` (see
-        :func:`~esnb.replay.buffer.buffer_from_config`).
+        :func:`~esnb.replay.config.buffer_from_config`).
     seed : int
         Seeds the server's generator (sampling and priority eviction).
     switch_interval : float, optional

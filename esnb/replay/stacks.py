@@ -8,8 +8,8 @@ the ids of its frames. A frame already among the recent ones is not stored again
 by content (a CRC-32 of its bytes, then an exact comparison with the stored frame), so a
 transition costs about one new frame (its newest) where the stacks cost ``2 x stack``.
 
-Why by content, on the replay's side, rather than a :class:`~esnb.replay.frames.FrameStacker`
-per actor stream or actors sending only their newest frame: the frames read back are, byte for
+Why by content, on the replay's side, rather than a writer per actor stream (ids handed out
+as its episodes go) or actors sending only their newest frame: the frames read back are, byte for
 byte, the ones the actor sent, whatever happened in between. A stream-keyed scheme has to
 mirror every actor's episode boundaries, its n-step tail (an episode's last ``n`` transitions
 share one ``next_obs``), broken steps that restart an episode without a transition, batches the

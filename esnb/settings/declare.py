@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from esnb.controls import Control, Controls
+from esnb.controls import Control, Controls, ValueSpec
 
 PRESETS = ("laptop", "paper")
 #: value kinds of a setting (the first five are those of a live :class:`Control`)
@@ -20,21 +20,18 @@ KINDS = ("float", "int", "bool", "choice", "str", "ints", "dict")
 _MISSING = object()
 
 
-@dataclass(frozen=True)
-class Setting:
-    """The declaration of one setting (kept in the dataclass field's metadata).
+@dataclass(frozen=True, kw_only=True)
+class Setting(ValueSpec):
+    """The declaration of one setting (kept in the dataclass field's metadata): a kind,
+    :class:`~esnb.controls.ValueSpec`'s fields (which its control takes as they are; ``ints``:
+    bounds of every element; ``live``: may change while the run goes), and what a setting has
+    beyond a control.
 
     Attributes
     ----------
     kind : str
         One of :data:`KINDS`; ``ints`` is a tuple of integers (layer sizes), ``dict`` a mapping
         with string keys (extra ``gymnasium.make`` arguments).
-    help : str
-        One sentence, shown in ``--help``, widgets, errors and the docs.
-    low, high, low_open, high_open, choices, log, check
-        As :class:`~esnb.controls.Control` (``ints``: bounds of every element).
-    live : bool
-        May change while the run goes (a live control).
     control : bool
         Shown among the controls even though fixed (env, seed).
     nullable : bool
@@ -53,15 +50,6 @@ class Setting:
     """
 
     kind: str
-    help: str
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-    choices: tuple = ()
-    log: bool = False
-    check: Callable[[Any], str | None] | None = None
-    live: bool = False
     control: bool = False
     nullable: bool = False
     special: tuple[str, ...] = ()
@@ -138,10 +126,7 @@ def derive(parent: type, name: str, default: Any = _MISSING, **changes: Any) -> 
 
 
 def _control(name: str, meta: Setting, default: Any) -> Control:
-    kind = "choice" if meta.kind == "choice" else meta.kind
-    return Control(name, kind, default, low=meta.low, high=meta.high, low_open=meta.low_open,
-                   high_open=meta.high_open, choices=meta.choices, help=meta.help,
-                   live=meta.live, log=meta.log, check=meta.check)
+    return Control(name, meta.kind, default, **meta.value_spec())
 
 
 def validate(name: str, meta: Setting, value: Any) -> Any:

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from esnb.runners.es.config import ESConfig
+
 
 @dataclass(frozen=True)
 class Reference:
@@ -51,7 +53,8 @@ class Entry:
     budget : dict
         ``{progress counter: amount}`` as ``runner.start(**budget)`` takes it.
     settings : dict
-        Settings besides the preset's (every one of them is printed on the page).
+        Settings besides the preset's, each one that differs from it (every one of them is
+        printed on the page).
     eval_episodes : int
         Episodes of the final, noise-free evaluation of the final parameters (new episode
         seeds, not the ones the run was selected on).
@@ -96,11 +99,10 @@ AES_TABLE3 = "Lee et al. 2020 (AES-RL), Table 3: mean ± sd over 10 runs, 1M ste
 CLEANRL_TD3 = ("CleanRL `td3_continuous_action.py`, docs/rl-algorithms/td3.md (vwxyzjn/cleanrl "
                "at 0a247b6): mean ± sd over 3 seeds, 1M steps, MuJoCo v2")
 
-#: ES: the demo's settings (population 40, sigma 0.02, lr 0.02)
-_ES = dict(population=40, sigma=0.02, lr=0.02)
+#: ES: the demo's step size (its population and sigma are the laptop preset's)
+_ES = {"lr": ESConfig.presets["demo"]["lr"]}
 #: AES-RL / CEM-RL in small: the setting of ``esnb bench aes-rules`` (BENCHMARKS.md)
 _AES_SMALL = dict(rl_start_step=1_000)
-
 
 
 def _aes_small(algorithm: str, title: str, paper: str, note: str, **settings) -> Entry:

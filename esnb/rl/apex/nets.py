@@ -60,8 +60,8 @@ class QNetSpec:
 
     obs_dim: int
     n_actions: int
-    hidden: tuple[int, ...] = (64, 64)
-    dueling: bool = True
+    hidden: tuple[int, ...]
+    dueling: bool
     activation: str = "relu"
     torso: ConvTorso | None = None
 
@@ -141,8 +141,8 @@ class DPGSpec:
     act_dim: int
     low: tuple[float, ...]
     high: tuple[float, ...]
-    actor_hidden: tuple[int, ...] = (300, 200)
-    critic_hidden: tuple[int, ...] = (400, 300)
+    actor_hidden: tuple[int, ...]
+    critic_hidden: tuple[int, ...]
 
     def __post_init__(self):
         for f in ("low", "high"):

@@ -17,7 +17,7 @@ from collections import deque
 import numpy as np
 
 
-def apex_schedule(n: int, base: float = 0.4, alpha: float = 7.0) -> np.ndarray:
+def apex_schedule(n: int, base: float, alpha: float) -> np.ndarray:
     """Ape-X's per-actor exploration: ``base^(1 + alpha * i / (n - 1))`` for ``i = 0..n-1``.
 
     With ``base = 0.4, alpha = 7`` (the paper's epsilons) actor 0 explores with 0.4 and the

@@ -60,7 +60,7 @@ class ActorCriticSpec:
     value : PolicySpec
         The value MLP (one output).
     init_log_std : float
-        Initial log-std of Gaussian policies (-0.5: std 0.61, a usual start for MuJoCo).
+        Initial log-std of Gaussian policies (the ``init_log_std`` setting).
     torso : ConvTorso, optional
         A conv torso over uint8 frames ``torso.in_shape``; ``policy`` and ``value`` are then
         the linear heads on the shared ``fc`` layer (their ``obs_dim`` is its width).
@@ -68,7 +68,7 @@ class ActorCriticSpec:
 
     policy: PolicySpec
     value: PolicySpec
-    init_log_std: float = -0.5
+    init_log_std: float
     torso: ConvTorso | None = None
 
     def __post_init__(self):
@@ -78,12 +78,13 @@ class ActorCriticSpec:
             raise ValueError("after a conv torso the policy and value heads are linear")
 
     @classmethod
-    def for_spaces(cls, observation_space, action_space, hidden=(64, 64),
-                   activation: str = "tanh", init_log_std: float = -0.5,
+    def for_spaces(cls, observation_space, action_space, hidden: tuple[int, ...],
+                   activation: str, init_log_std: float,
                    torso: ConvTorso | None = None) -> ActorCriticSpec:
-        """The spec for gymnasium spaces (Box observations; Discrete or Box actions); with a
-        ``torso`` the frames' network (``hidden`` and ``activation`` are then the paper's:
-        one ReLU layer of :data:`~esnb.nets.conv.HEAD_HIDDEN` units)."""
+        """The spec for gymnasium spaces (Box observations; Discrete or Box actions) with the
+        run's ``hidden``, ``activation`` and ``init_log_std`` settings; with a ``torso`` the
+        frames' network (``hidden`` and ``activation`` are then the paper's: one ReLU layer of
+        :data:`~esnb.nets.conv.HEAD_HIDDEN` units)."""
         if torso is not None:
             from gymnasium import spaces
 

@@ -1,5 +1,5 @@
 """The TD3 actor's numpy side (no torch): layout, initialisation, the rollout forward pass,
-and the replay's transition fields. :mod:`esnb.rl.td3.learner` has the torch side.
+and the replay's transition fields. :mod:`esnb.rl.td3.nets` has the torch side.
 
 The actor is an :class:`~esnb.nets.MLP` with a tanh output (:func:`actor_mlp`) whose values are
 then mapped into the bounds, ``mid + half * tanh(...)``; its flat vector is laid out as the
@@ -25,9 +25,9 @@ def transition_spec(obs_dim: int, act_dim: int) -> dict:
             "reward": "float32", "next_obs": ((obs_dim,), "float32"), "done": "float32"}
 
 
-def actor_spec(obs_dim: int, act_dim: int, low, high, hidden=(400, 300)) -> PolicySpec:
+def actor_spec(obs_dim: int, act_dim: int, low, high, hidden) -> PolicySpec:
     """The actor's layout: a tanh MLP (its output squashed into the bounds by
-    :class:`NumpyTD3Actor` / :class:`esnb.rl.td3.learner.TD3Actor`)."""
+    :class:`NumpyTD3Actor` / :class:`esnb.rl.td3.nets.TD3Actor`)."""
     low = tuple(float(x) for x in np.ravel(low))
     high = tuple(float(x) for x in np.ravel(high))
     if len(low) != act_dim or not all(np.isfinite(low + high)) or any(

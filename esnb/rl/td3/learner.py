@@ -22,19 +22,13 @@ An actor is one flat float32 vector in :class:`~esnb.nets.policy.PolicySpec` lay
 samples, updates and ships one array and rollouts use :class:`~esnb.rl.td3.actor.NumpyTD3Actor`
 (numpy: :mod:`esnb.rl.td3.actor` never imports torch).
 
-:class:`TD3Config` has no defaults: the runners' settings (``esnb.runners.aesrl.config``) own
-them, and :meth:`TD3Config.of` reads its fields from them by name. CPU sizes: this machine does
-~270 critic updates/s at 400-300 and ~900/s at 64-64 (batch 100), so the laptop preset takes
-64-64 and the paper preset 400-300.
+The networks are :mod:`esnb.rl.td3.nets`, the settings :mod:`esnb.rl.td3.config`.
 """
 
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, fields
-from typing import Any
 
 import numpy as np
 import torch
@@ -42,175 +36,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from esnb.device import resolve_device, to_device
-from esnb.nets import MLP
 from esnb.nets.policy import PolicySpec
-from esnb.nets.torch_mlp import FlatModule, forward
 from esnb.rl.optim import adam_state, load_adam_state
-from esnb.rl.td3.actor import NumpyTD3Actor, actor_mlp, actor_spec, init_actor, transition_spec
-
-#: TD3's constants that no esnb runner varies (Fujimoto et al. 2018; torch's leaky ReLU slope)
-FIXED = {"policy_delay": 2, "leaky_slope": 0.01}
-
-@dataclass(frozen=True)
-class TD3Config:
-    """TD3's hyperparameters, built from a run's settings with :meth:`of`.
-
-    Attributes
-    ----------
-    actor_hidden, critic_hidden : tuple of int
-        Hidden sizes (paper: 400-300 both).
-    batch_size : int
-        Transitions per gradient step.
-    actor_lr, critic_lr : float
-        Adam step sizes.
-    gamma : float
-        Discount.
-    tau : float
-        Soft target update rate.
-    policy_noise, noise_clip : float
-        Target policy smoothing: ``N(0, policy_noise^2)`` clipped to ``+-noise_clip``, both in
-        units of the action half-range.
-    policy_delay : int
-        Critic updates per actor update in :meth:`CriticLearner.td3_step`.
-    leaky_slope : float
-        Negative slope of the critic's leaky ReLU (torch's default 0.01).
-    device : str
-        Where :class:`CriticLearner` computes (``auto``, ``cpu``, ``cuda``, ``cuda:N``;
-        resolved where it is built). :func:`train_actor`, on the evaluation workers, stays on
-        the CPU.
-    """
-
-    actor_hidden: tuple[int, ...]
-    critic_hidden: tuple[int, ...]
-    batch_size: int
-    actor_lr: float
-    critic_lr: float
-    gamma: float
-    tau: float
-    policy_noise: float
-    noise_clip: float
-    policy_delay: int
-    leaky_slope: float
-    device: str
-
-    @classmethod
-    def of(cls, settings: Any, **changes: Any) -> TD3Config:
-        """The fields of ``settings`` (an AES-RL or CEM-RL config) with TD3's names, the
-        :data:`FIXED` constants for the others, then ``changes``."""
-        values = {f.name: FIXED[f.name] if f.name in FIXED else getattr(settings, f.name)
-                  for f in fields(cls)}
-        return cls(**{**values, **changes})
-
-    def __post_init__(self):
-        for name in ("actor_hidden", "critic_hidden"):
-            sizes = tuple(int(h) for h in getattr(self, name))
-            if not sizes or any(h < 1 for h in sizes):
-                raise ValueError(f"{name} must be one or more sizes >= 1, got "
-                                 f"{getattr(self, name)!r}")
-            object.__setattr__(self, name, sizes)
-        if int(self.batch_size) < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size!r}")
-        for name in ("actor_lr", "critic_lr", "tau"):
-            v = getattr(self, name)
-            if not (math.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be > 0, got {v!r}")
-        if not 0 <= self.gamma <= 1:
-            raise ValueError(f"gamma must be in [0, 1], got {self.gamma!r}")
-        if self.policy_noise < 0 or self.noise_clip < 0:
-            raise ValueError("policy_noise and noise_clip must be >= 0")
-        if int(self.policy_delay) < 1:
-            raise ValueError(f"policy_delay must be >= 1, got {self.policy_delay!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["actor_hidden"] = list(self.actor_hidden)
-        d["critic_hidden"] = list(self.critic_hidden)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> TD3Config:
-        return cls(**d)
-
-
-# -- the actor ------------------------------------------------------------------------------
-class TD3Actor(FlatModule):
-    """The actor in torch over one flat parameter vector (``self.flat``):
-    ``mid + half * actor_mlp(obs)``."""
-
-    def __init__(self, spec: PolicySpec, flat=None):
-        super().__init__(spec.num_params, flat)
-        self.spec = spec
-        self.mlp = actor_mlp(spec)
-        high = torch.tensor(spec.high, dtype=torch.float32)
-        low = torch.tensor(spec.low, dtype=torch.float32)
-        # "half" would shadow nn.Module.half()
-        self.register_buffer("a_mid", (high + low) / 2, persistent=False)
-        self.register_buffer("a_half", (high - low) / 2, persistent=False)
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.a_mid + self.a_half * forward(self.mlp, self.flat, obs)
-
-
-# -- the twin critic ------------------------------------------------------------------------
-#: twin critics up to this width run as one batched pair (measured: a few % faster than the
-#: heads one after the other at 64-64 and 128-128, 5-10% slower at 256-256 and 400-300)
-BATCHED_MAX = 128
-
-
-def _init_in_out(mlp: MLP, generator: torch.Generator | None) -> torch.Tensor:
-    """``nn.Linear``'s default init with each weight drawn as an ``[in, out]`` matrix (the
-    order this critic drew in when it stored ``x @ W`` weights: seeded runs keep their
-    numbers), laid out ``[out, in]``."""
-    parts = []
-    for o, i in mlp.layer_shapes:
-        bound = 1.0 / math.sqrt(i)
-        parts.append(((torch.rand(i, o, generator=generator) * 2 - 1) * bound).T.reshape(-1))
-        parts.append((torch.rand(o, generator=generator) * 2 - 1) * bound)
-    return torch.cat(parts)
-
-
-class TwinCritic(nn.Module):
-    """Two Q-networks ``[s, a] -> 400 -> 300 -> 1`` (leaky ReLU): a population of two of one
-    :class:`~esnb.nets.MLP` (``self.mlp``), Q1's flat vector then Q2's in one
-    :class:`~esnb.nets.FlatModule` (``self.pair``).
-
-    Small critics (width <= :data:`BATCHED_MAX`) run the pair as a population (one
-    ``baddbmm`` per layer instead of two small matmuls: they are launch-bound on CPU); wider
-    ones run the heads one after the other. The initial weights are drawn from ``generator``
-    (torch's global one if None) unless ``flat`` is given.
-    """
-
-    def __init__(self, obs_dim: int, act_dim: int, hidden=(400, 300), slope: float = 0.01,
-                 generator: torch.Generator | None = None, flat=None):
-        super().__init__()
-        self.mlp = MLP((obs_dim + act_dim, *hidden, 1), activation="leaky_relu", slope=slope)
-        self.batched = max(self.mlp.sizes[1:-1]) <= BATCHED_MAX
-        if flat is None:
-            flat = torch.cat([_init_in_out(self.mlp, generator) for _head in range(2)])
-        self.pair = FlatModule(2 * self.mlp.num_params, flat)
-
-    def heads(self) -> torch.Tensor:
-        """The parameters as ``[2, P]`` (a view: row 0 is Q1, row 1 is Q2)."""
-        return self.pair.flat.view(2, self.mlp.num_params)
-
-    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """Both Q values, ``[2, B]``."""
-        x = torch.cat([obs, action], dim=-1)
-        w = self.heads()
-        if self.batched:
-            return forward(self.mlp, w, x).squeeze(-1)
-        q1, q2 = w.unbind()  # one [2, P] gradient for both heads
-        return torch.stack([forward(self.mlp, q1, x), forward(self.mlp, q2, x)]).squeeze(-1)
-
-    def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """The first critic only, ``[B]`` (what the actor ascends)."""
-        return forward(self.mlp, self.heads()[0], torch.cat([obs, action], dim=-1)).squeeze(-1)
-
-    def flat(self) -> np.ndarray:
-        return self.pair.params()
-
-    def load_flat(self, flat) -> None:
-        self.pair.load(flat)
+from esnb.rl.td3.actor import init_actor
+from esnb.rl.td3.config import TD3Config
+from esnb.rl.td3.nets import TD3Actor, TwinCritic
 
 
 def _tensors(batch: Mapping[str, np.ndarray], device) -> dict[str, torch.Tensor]:
@@ -223,7 +53,8 @@ class CriticLearner:
     Parameters
     ----------
     spec : PolicySpec
-        The actors' layout (:func:`actor_spec`): observation/action sizes and bounds.
+        The actors' layout (:func:`~esnb.rl.td3.actor.actor_spec`): observation/action sizes
+        and bounds.
     config : TD3Config
     seed : int
         Seeds the critic's initialisation and the target policy noise (a ``torch.Generator``
@@ -369,14 +200,6 @@ class CriticLearner:
                                                             dtype=np.uint8)))
 
 
-def critic_from_flat(spec: PolicySpec, config: TD3Config, flat) -> TwinCritic:
-    """A frozen :class:`TwinCritic` holding published weights (for actor training)."""
-    critic = TwinCritic(spec.obs_dim, spec.act_dim, config.critic_hidden, config.leaky_slope,
-                        flat=flat)
-    critic.requires_grad_(False)
-    return critic
-
-
 def train_actor(spec: PolicySpec, config: TD3Config, actor_flat, critic: TwinCritic,
                 obs_batches: Iterable[np.ndarray], steps: int) -> tuple[np.ndarray, dict]:
     """Train an individual's actor: ``steps`` Adam steps (fresh optimiser) on ``-Q1(s, pi(s))``.
@@ -384,7 +207,7 @@ def train_actor(spec: PolicySpec, config: TD3Config, actor_flat, critic: TwinCri
     Parameters
     ----------
     actor_flat : array
-        The individual (flat, :func:`actor_spec` layout).
+        The individual (flat, :func:`~esnb.rl.td3.actor.actor_spec` layout).
     critic : TwinCritic
         The shared critic (frozen).
     obs_batches : iterable of arrays ``[k, B, obs_dim]``
@@ -412,7 +235,3 @@ def train_actor(spec: PolicySpec, config: TD3Config, actor_flat, critic: TwinCri
     first, last = (float(losses[0]), float(losses[-1])) if losses else (np.nan, np.nan)
     return actor.params(), {"steps": len(losses), "actor_loss_first": first,
                             "actor_loss_last": last}
-
-__all__ = ["FIXED", "CriticLearner", "NumpyTD3Actor", "TD3Actor", "TD3Config",
-           "TwinCritic", "actor_mlp", "actor_spec", "critic_from_flat", "init_actor",
-           "train_actor", "transition_spec"]

@@ -50,7 +50,8 @@ def build_setup(cfg: PopulationRLConfig):
 
     from esnb.envs.make import env_spaces
     from esnb.envs.pixels import check_vector_obs
-    from esnb.rl.td3.learner import TD3Config, actor_spec
+    from esnb.rl.td3.actor import actor_spec
+    from esnb.rl.td3.config import TD3Config
 
     check_vector_obs(cfg.env, cfg.algorithm)
     obs_space, act_space, _ = env_spaces(cfg.env, **cfg.env_kwargs)
@@ -77,8 +78,8 @@ class MeanActor:
     of it (a task on the runner's executor)."""
 
     def policy(self):
-        """The mean as a torch :class:`~esnb.rl.td3.learner.TD3Actor`."""
-        from esnb.rl.td3.learner import TD3Actor
+        """The mean as a torch :class:`~esnb.rl.td3.nets.TD3Actor`."""
+        from esnb.rl.td3.nets import TD3Actor
 
         return TD3Actor(self.spec, self.mu)
 

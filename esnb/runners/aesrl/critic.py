@@ -46,7 +46,7 @@ class CriticServer:
     ----------
     spec : PolicySpec
     td3 : dict
-        :class:`~esnb.rl.td3.learner.TD3Config` as a dict.
+        :class:`~esnb.rl.td3.config.TD3Config` as a dict.
     seed : int
     state : dict of arrays, optional
         A :meth:`~esnb.rl.td3.learner.CriticLearner.state_dict` to continue from (after a loss).
@@ -55,7 +55,8 @@ class CriticServer:
     def __init__(self, spec: PolicySpec, td3: dict, seed: int = 0, state: dict | None = None):
         import torch
 
-        from esnb.rl.td3.learner import CriticLearner, TD3Config
+        from esnb.rl.td3.config import TD3Config
+        from esnb.rl.td3.learner import CriticLearner
 
         torch.set_num_threads(1)
         self.learner = CriticLearner(spec, TD3Config.from_dict(td3), seed)
@@ -111,7 +112,7 @@ class Critic:
     executor : InlineExecutor or DaskExecutor
     spec : PolicySpec
     td3 : dict
-        :class:`~esnb.rl.td3.learner.TD3Config` as a dict.
+        :class:`~esnb.rl.td3.config.TD3Config` as a dict.
     seed : int
         Seed of the first server (a recreated one adds its generation).
     avoid : iterable of str

@@ -52,7 +52,7 @@ class TaskConfig:
     spec : PolicySpec
         The actor's layout (:func:`esnb.rl.td3.actor.actor_spec`).
     td3 : tuple of (key, value)
-        :class:`~esnb.rl.td3.learner.TD3Config` fields as a hashable tuple.
+        :class:`~esnb.rl.td3.config.TD3Config` fields as a hashable tuple.
     max_episode_steps : int, optional
     env_kwargs : tuple of (key, value)
     sample_chunk : int
@@ -75,7 +75,7 @@ class TaskConfig:
         return int(dict(self.td3)["batch_size"])
 
     def td3_config(self):
-        from esnb.rl.td3.learner import TD3Config
+        from esnb.rl.td3.config import TD3Config
 
         return TD3Config.from_dict(dict(self.td3))
 
@@ -123,7 +123,8 @@ def _train_rl(cfg: TaskConfig, z: np.ndarray, replay, rl_steps: int,
     """An RL individual's actor after ``rl_steps`` Adam steps against the published critic."""
     import torch
 
-    from esnb.rl.td3.learner import critic_from_flat, train_actor
+    from esnb.rl.td3.learner import train_actor
+    from esnb.rl.td3.nets import critic_from_flat
 
     torch.set_num_threads(1)  # on a driver running CEM-RL serial too (measured ~10x)
     td3 = cfg.td3_config()

@@ -38,17 +38,15 @@ Every baseline is a :class:`~esnb.runners.eorl.learner.MCLearner`: the same Mont
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any
 
 import numpy as np
 
-from esnb.evo.population import check_population_size
 from esnb.replay import PrioritizedReplayBuffer
 from esnb.rl.constants import (
     PER_EPS,
 )
-from esnb.rl.eorl.episodes import Episode, Sample, positive_int
+from esnb.rl.eorl.episodes import Episode, Sample
 from esnb.rl.eorl.mc_dqn import mc_returns
 from esnb.runners.eorl.learner import MCLearner
 
@@ -59,10 +57,10 @@ class PERLearner(MCLearner):
     Parameters
     ----------
     alpha : float
-        Priority exponent (0.6).
+        Priority exponent.
     beta0 : float
         Importance-sampling exponent at the first episode, annealed linearly to 1 at the last
-        planned one (0.4).
+        planned one.
     **kwargs
         As :class:`~esnb.runners.eorl.learner.MCLearner` (``n`` is 1).
     """
@@ -71,9 +69,6 @@ class PERLearner(MCLearner):
 
     def __init__(self, env: str, env_kwargs: dict | None, episodes: int, seed: int, *,
                  alpha: float, beta0: float, **kwargs):
-        for name, v in (("alpha", alpha), ("beta0", beta0)):
-            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 <= v <= 1:
-                raise ValueError(f"PER {name} must be a number in [0, 1], got {v!r}")
         self.alpha, self.beta0 = float(alpha), float(beta0)
         kwargs.pop("n", None)
         super().__init__(env, env_kwargs, episodes, seed, n=1, **kwargs)
@@ -112,9 +107,9 @@ class HERLearner(MCLearner):
     Parameters
     ----------
     her_k : int
-        Goals drawn from the goal buffer to relabel each episode (4).
+        Goals drawn from the goal buffer to relabel each episode.
     goal_buffer : int
-        Terminal states kept (the 8 best episodes').
+        Terminal states kept (of the best episodes).
     **kwargs
         As :class:`~esnb.runners.eorl.learner.MCLearner` (``n`` is 1).
     """
@@ -123,8 +118,7 @@ class HERLearner(MCLearner):
 
     def __init__(self, env: str, env_kwargs: dict | None, episodes: int, seed: int, *,
                  her_k: int, goal_buffer: int, **kwargs):
-        self.her_k = positive_int("her_k", her_k, low=0)
-        self.goal_capacity = positive_int("goal_buffer", goal_buffer)
+        self.her_k, self.goal_capacity = int(her_k), int(goal_buffer)
         kwargs.pop("n", None)
         super().__init__(env, env_kwargs, episodes, seed, n=1, **kwargs)
         self.desired_goal = np.asarray(self.core.desired_goal, dtype=np.float32).reshape(-1)
@@ -233,11 +227,11 @@ class CEMRRLearner(MCLearner):
     Parameters
     ----------
     n : int
-        Policies (8).
+        Policies.
     replace_prob : float
-        Chance that a bottom-half policy is replaced (0.5).
+        Chance that a bottom-half policy is replaced.
     noise : float
-        Variance of the Gaussian noise added to the elite a new policy is drawn from (1e-3).
+        Variance of the Gaussian noise added to the elite a new policy is drawn from.
     **kwargs
         As :class:`~esnb.runners.eorl.learner.MCLearner`.
     """
@@ -246,12 +240,8 @@ class CEMRRLearner(MCLearner):
 
     def __init__(self, env: str, env_kwargs: dict | None, episodes: int, seed: int, *, n: int,
                  replace_prob: float, noise: float, **kwargs):
-        if not 0.0 <= float(replace_prob) <= 1.0:
-            raise ValueError(f"replace_prob must be in [0, 1], got {replace_prob!r}")
-        if not (math.isfinite(float(noise)) and float(noise) >= 0):
-            raise ValueError(f"noise must be a finite number >= 0, got {noise!r}")
         self.replace_prob, self.noise = float(replace_prob), float(noise)
-        super().__init__(env, env_kwargs, episodes, seed, n=check_population_size(n), **kwargs)
+        super().__init__(env, env_kwargs, episodes, seed, n=n, **kwargs)
         self.last_return = np.full(self.n, np.nan)
         self.in_pool = np.ones(self.n, dtype=bool)
         self.replacements = 0

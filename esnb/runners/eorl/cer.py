@@ -39,24 +39,15 @@ were not available; the EORL paper says only that it used CER's published settin
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
 from esnb.replay import ReplayBuffer, join_state, split_state
-from esnb.rl.eorl.episodes import Episode, Sample, positive_int
+from esnb.rl.eorl.episodes import Episode, Sample
 from esnb.rl.eorl.mc_dqn import mc_returns
 from esnb.runners.eorl.learner import MCLearner, draw
 
 _SPEC = {"sid": "int64", "action": "int64", "ret": "float64"}
-
-
-def _number(name: str, value, low: float = 0.0, high: float = math.inf) -> float:
-    if (isinstance(value, bool) or not isinstance(value, numbers.Real)
-            or not math.isfinite(float(value)) or not low <= float(value) <= high):
-        span = f"[{low:g}, {high:g}]" if math.isfinite(high) else f">= {low:g} (finite)"
-        raise ValueError(f"CER {name} must be a number {span}, got {value!r}")
-    return float(value)
 
 
 class Moments:
@@ -110,15 +101,15 @@ class CERLearner(MCLearner):
     Parameters
     ----------
     cer_fraction : float
-        Share of each training sample drawn from the CER buffer (0.25).
+        Share of each training sample drawn from the CER buffer.
     cer_buffer_factor : int
-        CER buffer capacity in multiples of the timeout (10).
+        CER buffer capacity in multiples of the timeout.
     state_z, return_z : float
-        Marking thresholds in standard deviations (2, 2).
+        Marking thresholds in standard deviations.
     contrast_radius : float
         L2 distance within which a state counts as similar (0: the same state).
     contrast_k : int
-        Contrastive samples per marked transition, at most (3).
+        Contrastive samples per marked transition, at most.
     **kwargs
         As :class:`~esnb.runners.eorl.learner.MCLearner` (``n`` is 1).
     """
@@ -128,12 +119,9 @@ class CERLearner(MCLearner):
     def __init__(self, env: str, env_kwargs: dict | None, episodes: int, seed: int, *,
                  cer_fraction: float, cer_buffer_factor: int, state_z: float,
                  return_z: float, contrast_radius: float, contrast_k: int, **kwargs):
-        self.cer_fraction = _number("cer_fraction", cer_fraction, high=1.0)
-        self.state_z = _number("state_z", state_z)
-        self.return_z = _number("return_z", return_z)
-        self.contrast_radius = _number("contrast_radius", contrast_radius)
-        self.contrast_k = positive_int("contrast_k", contrast_k, low=0)
-        self.cer_buffer_factor = positive_int("cer_buffer_factor", cer_buffer_factor)
+        self.cer_fraction, self.state_z = float(cer_fraction), float(state_z)
+        self.return_z, self.contrast_radius = float(return_z), float(contrast_radius)
+        self.contrast_k, self.cer_buffer_factor = int(contrast_k), int(cer_buffer_factor)
         kwargs.pop("n", None)
         super().__init__(env, env_kwargs, episodes, seed, n=1, **kwargs)
         self.cer_buffer = ReplayBuffer(self.cer_buffer_factor * self.timeout, spec=_SPEC)

@@ -13,7 +13,7 @@ from esnb.evo.operators import (
     mutation,
     random_crossover,
 )
-from esnb.evo.population import Population, check_population_size
+from esnb.evo.population import Population
 from esnb.evo.schedules import ResetTracker, draw_operator, operator_probabilities
 from esnb.runners.eorl.learner import MCLearner
 
@@ -40,7 +40,7 @@ class EORLLearner(MCLearner):
 
     def __init__(self, env: str, env_kwargs: dict | None, episodes: int, seed: int, *, n: int,
                  **kwargs):
-        super().__init__(env, env_kwargs, episodes, seed, n=check_population_size(n), **kwargs)
+        super().__init__(env, env_kwargs, episodes, seed, n=n, **kwargs)
         self.population = Population(self.n)
         self.tracker = ResetTracker()
         self.operators = 0

@@ -28,8 +28,6 @@ and random actions), environment seeds, replay samples, evolution, evaluation. C
 
 from __future__ import annotations
 
-import math
-import numbers
 import time
 from typing import Any, ClassVar
 
@@ -101,8 +99,9 @@ class MCLearner:
     device : str
         Where the networks train (:class:`~esnb.rl.eorl.mc_dqn.PopulationQNet`).
 
-    The values (the paper's) are declared once, in :mod:`esnb.runners.eorl.config`; build a
-    learner from its settings with :meth:`of`.
+    The values (the paper's) are declared and checked once, in
+    :mod:`esnb.runners.eorl.config`; build a learner from its settings with :meth:`of` (the
+    learner takes them as given).
     """
 
     algorithm: ClassVar[str] = "VAN"
@@ -112,19 +111,13 @@ class MCLearner:
                  epochs: int, minibatch: int | None, buffer_factor: int, device: str = "cpu"):
         self.env_id = resolve_env(env)
         self.env_kwargs = dict(env_kwargs or {})
-        self.episodes = positive_int("episodes", episodes)
-        self.n = positive_int("n", n)
-        self.batch_size = positive_int("batch_size", batch_size)
-        self.epochs = positive_int("epochs", epochs)
-        self.minibatch = None if minibatch is None else positive_int("minibatch", minibatch)
-        self.buffer_factor = positive_int("buffer_factor", buffer_factor)
+        self.episodes, self.n = int(episodes), int(n)
+        self.batch_size, self.epochs = int(batch_size), int(epochs)
+        self.minibatch = None if minibatch is None else int(minibatch)
+        self.buffer_factor = int(buffer_factor)
         if eps_decay is None:
             eps_decay = default_eps_decay(self.env_id, self.episodes)
-        if isinstance(eps_decay, bool) or not (0.0 < float(eps_decay) <= 1.0):
-            raise ValueError(f"eps_decay must be a number in (0, 1], got {eps_decay!r}")
         self.eps_decay = float(eps_decay)
-        if not (isinstance(lr, numbers.Real) and math.isfinite(lr) and lr > 0):
-            raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
         self.env = make_eorl_env(self.env_id, self.env_kwargs)
         self.core = self.env.core  # the environment itself (for its timeout, goals, ...)
         self.timeout = int(self.core.timeout)

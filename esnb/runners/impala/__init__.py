@@ -1,6 +1,7 @@
 """IMPALA with V-trace: the runner (:mod:`.runner`), its settings (:mod:`.config`), the
-driver's view of the actor slots (:mod:`.slots`), greedy evaluations (:mod:`.evaluation`) and
-the worker-side tasks (:mod:`.tasks`)."""
+learner kept fed with unrolls (:mod:`.feed`), the driver's view of the actor slots
+(:mod:`.slots`), greedy evaluations (:mod:`.evaluation`) and the worker-side tasks
+(:mod:`.tasks`)."""
 
 from esnb.lazy import lazy_names
 from esnb.runners.registry import Algorithm, Budget

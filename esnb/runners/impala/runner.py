@@ -14,7 +14,7 @@ bottom:
 2. for each learner step: receive finished actor tasks without blocking, give every idle slot
    a new task (with the newest parameters) unless ``queue_batches`` batches are already
    queued, wait for the first task to end only while fewer than B unrolls of length T are
-   queued;
+   queued (:class:`~.feed.UnrollFeed`);
 3. take the oldest B unrolls, record their policy lag (learner version - behaviour version),
    one V-trace learner step (:class:`esnb.rl.impala.learner.ImpalaLearner`), publish the new
    version;
@@ -30,8 +30,6 @@ depend on the clock (``executor.reproducible``): the run is reproducible.
 
 from __future__ import annotations
 
-import logging
-import math
 import time
 import uuid
 from typing import Any
@@ -49,17 +47,13 @@ from esnb.runners.budget import remaining_fraction
 from esnb.runners.executor import make_executor
 from esnb.runners.impala.config import ImpalaConfig
 from esnb.runners.impala.evaluation import COLUMNS, Evaluations
+from esnb.runners.impala.feed import UnrollFeed, fresh_recent
 from esnb.runners.impala.slots import ActorSlots
 from esnb.runners.impala.tasks import ActorConfig
 from esnb.runners.plotspec import return_columns
 
-log = logging.getLogger("esnb.impala")
 
-#: the learner warns when it has waited this long for an actor task (and as often again)
-WAIT_WARNING = 60.0
-
-
-class Impala(Runner):
+class Impala(UnrollFeed, Runner):
     """IMPALA: decoupled actors on the executor's workers, a V-trace learner on the runner's
     thread.
 
@@ -136,7 +130,7 @@ class Impala(Runner):
         self.episodes = 0
         self.tasks_done = 0
         self.actor_seconds = 0.0
-        self._recent = _fresh_recent()
+        self._recent = fresh_recent()
 
     # -- public ------------------------------------------------------------------------------
     @property
@@ -252,7 +246,7 @@ class Impala(Runner):
 
         lag = np.concatenate(lags)
         self._count_lags(lag)
-        rec, self._recent = self._recent, _fresh_recent()
+        rec, self._recent = self._recent, fresh_recent()
         rets = np.asarray(rec["returns"], dtype=np.float64)
         per_s = (lambda x: x / elapsed) if elapsed > 0 else (lambda x: np.nan)
         row = {
@@ -285,75 +279,6 @@ class Impala(Runner):
         if evaluation is not None:
             row.update(evaluation)
         return row
-
-    # -- actors ------------------------------------------------------------------------------
-    def _collect(self, snap: ControlSnapshot, block: bool) -> None:
-        """Receive finished actor tasks (waiting for one if ``block``); refill idle slots."""
-        done = self.slots.finished()
-        started, warn_at = time.monotonic(), WAIT_WARNING
-        while block and not done:
-            if not self.slots.inflight:
-                self._top_up(snap)
-                if not self.slots.inflight:
-                    raise RuntimeError("no actor task in flight and too few unrolls queued")
-            else:
-                self.slots.wait(timeout=10)
-            waited = time.monotonic() - started
-            if waited > warn_at:
-                log.warning("the learner has waited %.0f s for actors: is the cluster alive?",
-                            waited)
-                warn_at += WAIT_WARNING
-            done = self.slots.finished()
-        for result in self.slots.receive(done):
-            self._receive(result)
-        self._top_up(snap)
-
-    def _top_up(self, snap: ControlSnapshot) -> None:
-        """Give every idle slot a task, unless enough unrolls are already queued."""
-        for slot in self.slots.idle():
-            if self.queue.ready(snap.unroll_length) >= snap.queue_batches * snap.batch_size:
-                return
-            self.slots.submit(slot, self._payload_for_actor(snap.actor_lag),
-                              self._segments(snap.unroll_length, snap.batch_size),
-                              snap.unroll_length)
-
-    def _receive(self, result: dict) -> None:
-        self.queue.add(result)
-        self.env_steps += int(result["frames"])
-        self.tasks_done += 1
-        self.actor_seconds += float(result["seconds"])
-        self.episodes += len(result["episode_returns"])
-        rate = result["seconds"] / max(result["frames"], 1)
-        self._sec_per_frame = rate if self._sec_per_frame is None else (
-            0.8 * self._sec_per_frame + 0.2 * rate)
-        rec = self._recent
-        rec["returns"].extend(result["episode_returns"].tolist())
-        rec["lengths"].extend(result["episode_lengths"].tolist())
-        rec["frames"] += int(result["frames"])
-        rec["tasks"] += 1
-
-    def _segments(self, T: int, B: int) -> int:
-        """Unroll segments per actor task: enough to run >= ``min_task_runtime``."""
-        cfg = self.config
-        if cfg.segments_per_task is not None:
-            return cfg.segments_per_task
-        if self.executor.reproducible:  # the clock must not decide anything
-            return int(min(cfg.max_segments, math.ceil(B / cfg.envs_per_actor)))
-        if self._sec_per_frame is None:
-            return 1
-        frames = max(1, T * cfg.envs_per_actor)
-        want = math.ceil(cfg.min_task_runtime / max(self._sec_per_frame * frames, 1e-9))
-        return int(min(cfg.max_segments, max(1, want)))
-
-    def _publish(self) -> None:
-        self._payloads[self.learner.version] = self.learner.actor_payload()
-
-    def _payload_for_actor(self, lag: int) -> dict:
-        """The newest payload, or the one ``lag`` versions older (lag injection)."""
-        newest = self.learner.version
-        for v in [v for v in self._payloads if v < newest - lag]:
-            del self._payloads[v]  # nobody will be handed these again
-        return self._payloads[max(newest - lag, min(self._payloads))]
 
     def _count_lags(self, lag: np.ndarray) -> None:
         counts = np.bincount(lag)
@@ -398,11 +323,6 @@ class Impala(Runner):
         self._sec_per_frame = meta["sec_per_frame"]
         self._payloads = {}
         self._publish()
-
-
-def _fresh_recent() -> dict:
-    """What actors reported since the last history row."""
-    return {"returns": [], "lengths": [], "frames": 0, "tasks": 0}
 
 
 def impala_learner(cfg, spec, flat) -> ImpalaLearner:

@@ -1,0 +1,238 @@
+"""esnb's IMPALA against RLlib's on ALE/Pong-v5: actor and learner frames/s, and their ratio.
+
+The same workload for both, side by side round after round (``--rounds``, the order of the two
+alternating), medians reported:
+
+- **environment**: :func:`esnb.envs.make_env` for both (RLlib gets it through a registered
+  creator): gymnasium's ``AtariPreprocessing`` (frame skip 4, up to 30 no-ops, 84x84 grey) and
+  ``FrameStackObservation(4)``, ``repeat_action_probability=0``. RLlib's conv encoder takes
+  channels last, so its creator moves the stack axis last (4x84x84 -> 84x84x4, a view);
+  frames stay uint8 (esnb scales them inside its network, RLlib's encoder casts them to float
+  unscaled: the cost of a forward pass is the same, its learning would differ);
+- **network**: IMPALA's shallow torso for esnb (``torso="auto"``: conv 16 8x8/4, conv 32
+  4x4/2, fully connected 256, ReLU; policy and value heads); for RLlib its default CNN encoder
+  given the same filters (``conv_filters`` 16 8x8/4, 32 4x4/2, ``head_fcnet_hiddens`` 256):
+  the same layers, RLlib's head adds its own value branch;
+- **actors**: esnb's ``--workers`` LocalCluster processes, 2 slots of 16 environments each
+  (ImpalaConfig's defaults); RLlib as many env-runner processes, each stepping
+  ``2 x 16`` environments (the same 64 environments in all);
+- **learner**: batch 32 unrolls x 20 steps (640 agent steps per update) for both, CPU only,
+  in the driver process (RLlib: ``num_learners=0``);
+- **counting**: *agent steps* (each is 4 ALE frames with frame skip 4; multiply by 4 for
+  ALE frames). Actor frames/s = agent steps sampled / wall seconds; learner frames/s =
+  agent steps trained / wall seconds, over ``--iterations`` timed iterations after one
+  warm-up (esnb: an iteration is ``updates_per_iteration`` = 10 learner steps; RLlib: one
+  ``algo.train()``, whatever it trained in it).
+
+RLlib runs in its own interpreter (it pins its own gymnasium): the optional extra
+``pip install 'esnb[rllib]'`` or a separate environment given by ``--rllib-python``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+
+from esnb.bench.common.flags import add_json
+from esnb.bench.common.interpreter import child
+from esnb.bench.common.report import Session
+from esnb.bench.peers.versions import peer_versions
+from esnb.settings import integer
+
+ENV = "ALE/Pong-v5"
+#: ImpalaConfig's defaults, used by both sides: unroll length, unrolls per update, slots per
+#: worker, environments per slot
+UNROLL, BATCH, SLOTS, ENVS = 20, 32, 2, 16
+#: IMPALA's shallow torso as RLlib filters ([channels, kernel, stride]) and head
+CONV = [[16, [8, 8], 4], [32, [4, 4], 2]]
+HEAD = [256]
+
+MISSING = ("RLlib is not importable by {python}: install the extra there (pip install "
+           "'esnb[rllib]') or pass --rllib-python PATH, a python that has ray[rllib]")
+
+#: Ray's error when its node does not start in time, and the RLlib runs tried before giving up
+RAY_START_FAILED, ATTEMPTS = "timed out during startup", 5
+
+#: esnb's IMPALA in a fresh interpreter (the arguments of memory.child: mode, workers,
+#: iterations, unused, env)
+ESNB_CHILD = r'''
+import json, logging, sys, time
+mode, env = sys.argv[1], sys.argv[5]
+workers, iterations = int(sys.argv[2]), int(sys.argv[3])
+from esnb.cluster import make_client
+from esnb.runners.impala import Impala
+client = make_client(workers, dashboard_address=":0", silence_logs=logging.ERROR)
+r = Impala(env, client=client, eval_interval=0, seed=0, name="bench-vs-rllib")
+r.step(1)
+h = r.history
+steps0, trained0, updates0 = (int(h[c].iloc[-1]) for c in
+                              ("env_steps", "frames_trained", "learner_steps"))
+t0 = time.perf_counter()
+r.step(iterations)
+seconds = time.perf_counter() - t0
+h = r.history
+out = {"sampled": int(h.env_steps.iloc[-1]) - steps0,
+       "trained": int(h.frames_trained.iloc[-1]) - trained0,
+       "updates": int(h.learner_steps.iloc[-1]) - updates0, "seconds": seconds,
+       "unroll": r.config.unroll_length, "batch": r.config.batch_size,
+       "envs": r.n_actors * r.config.envs_per_actor}
+r.close()
+client.close()
+print("ESNB-BENCH " + json.dumps(out), flush=True)
+'''
+
+#: RLlib's IMPALA in a fresh interpreter, the same arguments; SETTINGS (prepended by
+#: :func:`rllib_rate`) define UNROLL, BATCH, ENVS, CONV and HEAD
+RLLIB_CHILD = r'''
+import json, logging, os, sys, time
+mode, env_id = sys.argv[1], sys.argv[5]
+workers, iterations = int(sys.argv[2]), int(sys.argv[3])
+import numpy as np
+import gymnasium as gym
+import ray
+from ray.rllib.algorithms.impala import IMPALAConfig
+from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+from ray.tune.registry import register_env
+
+def creator(cfg):
+    from esnb.envs import make_env
+    env = make_env(env_id)
+    box = env.observation_space
+    space = gym.spaces.Box(0, 255, box.shape[1:] + box.shape[:1], np.uint8)
+    return gym.wrappers.TransformObservation(env, lambda o: np.moveaxis(o, 0, -1), space)
+
+register_env("esnb-pong", creator)
+ray.init(num_cpus=workers + 1, include_dashboard=False, logging_level=logging.ERROR,
+         log_to_driver=False)
+config = (IMPALAConfig()
+          .environment("esnb-pong")
+          .framework("torch")
+          .env_runners(num_env_runners=workers, num_envs_per_env_runner=ENVS,
+                       rollout_fragment_length=UNROLL, num_cpus_per_env_runner=1)
+          .learners(num_learners=0, num_gpus_per_learner=0)
+          .training(train_batch_size_per_learner=UNROLL * BATCH)
+          .rl_module(model_config=DefaultModelConfig(
+              conv_filters=CONV, conv_activation="relu", head_fcnet_hiddens=HEAD,
+              head_fcnet_activation="relu", vf_share_layers=True))
+          .debugging(seed=0))
+algo = config.build_algo()
+
+def find(d, key):
+    # the largest value of ``key`` anywhere in the nested result (where RLlib puts it moves)
+    found = [v for k, v in d.items() if k == key and isinstance(v, (int, float))]
+    found += [find(v, key) for v in d.values() if isinstance(v, dict)]
+    return max(found, default=0)
+
+def counts(res):
+    return (int(find(res, "num_env_steps_sampled_lifetime")),
+            int(find(res, "num_env_steps_trained_lifetime")))
+
+sampled0, trained0 = counts(algo.train())
+t0 = time.perf_counter()
+for _ in range(iterations):
+    res = algo.train()
+seconds = time.perf_counter() - t0
+sampled, trained = counts(res)
+out = {"sampled": sampled - sampled0, "trained": trained - trained0, "seconds": seconds,
+       "ray": ray.__version__,
+       "params": sum(p.numel() for p in algo.get_module().parameters())}
+algo.stop()
+ray.shutdown()
+print("ESNB-BENCH " + json.dumps(out), flush=True)
+'''
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--env", default=ENV, help="the Atari game (a gymnasium ALE id)")
+    p.add_argument("--workers", type=integer(1), default=2,
+                   help="esnb's LocalCluster workers and RLlib's env-runner processes")
+    p.add_argument("--rounds", type=integer(1), default=2,
+                   help="rounds, each running esnb and RLlib (the order alternates)")
+    p.add_argument("--iterations", type=integer(1), default=5,
+                   help="timed iterations per run, after one warm-up (esnb: 10 learner "
+                        "updates each; RLlib: one algo.train())")
+    p.add_argument("--rllib-python", default=sys.executable, metavar="PATH",
+                   help="the python that runs RLlib, with the extra installed (pip install "
+                        "'esnb[rllib]') (default: this interpreter)")
+    add_json(p)
+
+
+def check_rllib(python: str) -> str:
+    """The Ray version ``python`` imports RLlib with; ValueError (one line) if it cannot."""
+    code = "import ray, ray.rllib; print(ray.__version__)"
+    return peer_versions(python, code, "--rllib-python", MISSING)
+
+
+def rates(out: dict, workers: int) -> dict:
+    """Agent steps/s of the actors (in all and per worker) and of the learner."""
+    return {**out, "actor_fps": out["sampled"] / out["seconds"],
+            "actor_fps_per_worker": out["sampled"] / out["seconds"] / workers,
+            "learner_fps": out["trained"] / out["seconds"]}
+
+
+def esnb_rate(env: str, workers: int, iterations: int) -> dict:
+    """esnb's IMPALA on ``env`` in a fresh interpreter: agent steps sampled and trained."""
+    return rates(child("esnb", workers, iterations, 0, env, source=ESNB_CHILD), workers)
+
+
+def rllib_rate(env: str, workers: int, iterations: int, python: str) -> dict:
+    """RLlib's IMPALA on ``env`` in a fresh ``python``: agent steps sampled and trained."""
+    settings = (f"UNROLL, BATCH, ENVS, CONV, HEAD = {UNROLL}, {BATCH}, {SLOTS * ENVS}, "
+                f"{CONV!r}, {HEAD!r}\n")
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            out = child("rllib", workers, iterations, 0, env, source=settings + RLLIB_CHILD,
+                        python=python)
+            break
+        except RuntimeError as exc:
+            # Ray gives its node a fixed 30 s to start (ray/_private/node.py), which a loaded
+            # 2-core machine can miss: again, in a fresh process (the failed one is gone)
+            if RAY_START_FAILED not in str(exc) or attempt == ATTEMPTS:
+                raise
+            print("  (Ray's node did not start within its 30 s; RLlib run again)")
+    return {**rates(out, workers), "attempts": attempt}
+
+
+KEYS = ("actor_fps", "learner_fps")
+
+
+def measure(env: str = ENV, workers: int = 2, rounds: int = 2, iterations: int = 5,
+            python: str = sys.executable, progress=print) -> dict:
+    version = check_rllib(python)
+    runs: dict = {"esnb": [], "rllib": []}
+    for r in range(rounds):
+        # alternate who goes first: neither always meets the machine after the other
+        for name in ("esnb", "rllib") if r % 2 == 0 else ("rllib", "esnb"):
+            out = (esnb_rate(env, workers, iterations) if name == "esnb"
+                   else rllib_rate(env, workers, iterations, python))
+            if not (out["sampled"] and out["trained"]):
+                # seen with ray 2.60 on this machine (BENCHMARKS.md): no ratio to print
+                raise ValueError(f"{name} sampled {out['sampled']} and trained {out['trained']} "
+                                 f"agent steps in {iterations} timed iterations: nothing to "
+                                 f"compare (more --iterations?)")
+            runs[name].append(out)
+            progress(f"round {r + 1}/{rounds} {name}: actors {out['actor_fps']:,.0f}, learner "
+                     f"{out['learner_fps']:,.0f} agent steps/s over {out['seconds']:.0f} s")
+    med = {name: {k: statistics.median(o[k] for o in runs[name]) for k in KEYS}
+           for name in runs}
+    return {"env": env, "workers": workers, "rounds": rounds, "iterations": iterations,
+            "ray": version, "unroll": UNROLL, "batch": BATCH, "envs": workers * SLOTS * ENVS,
+            "rllib_params": runs["rllib"][-1].get("params"), "median": med, "runs": runs,
+            "ratio": {k: med["esnb"][k] / med["rllib"][k] for k in KEYS}}
+
+
+def run(args) -> int:
+    session = Session()
+    r = measure(args.env, args.workers, args.rounds, args.iterations, args.rllib_python)
+    print()
+    print(f"impala-vs-rllib on {r['env']}: agent steps/s (x4 = ALE frames), median of "
+          f"{r['rounds']} alternating rounds of {r['iterations']} timed iterations; "
+          f"{r['workers']} actor processes, {r['envs']} environments, batch {r['batch']} x "
+          f"unroll {r['unroll']}; ray {r['ray']}")
+    print(f"  {'':<10}{'actors':>12}{'learner':>12}")
+    for name in ("esnb", "rllib"):
+        m = r["median"][name]
+        print(f"  {name:<10}{m['actor_fps']:>12,.0f}{m['learner_fps']:>12,.0f}")
+    ratio = r["ratio"]
+    print(f"  esnb / RLlib: actors {ratio['actor_fps']:.2f}, learner {ratio['learner_fps']:.2f}")
+    return session.done(args, r, rerun="esnb bench impala-vs-rllib")
