@@ -59,7 +59,7 @@ class Dashboard(widgets.VBox):
 
     def record_episode(self):
         """What the button does: render an episode of the current policy; the video shows
-        under the plot when ready (returns the :class:`~esnb.video.Video`, or None when it
+        under the plot when ready (returns the :class:`~esnb.views.video.Video`, or None when it
         could not start: the reason is shown)."""
         it = self.runner.iteration_column.replace("_", " ")
         self._say_video("rendering an episode of the current policy…")

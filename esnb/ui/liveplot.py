@@ -1,6 +1,6 @@
 """``LivePlot``: a runner's history as a bokeh figure that grows while the run runs.
 
-The figure is :class:`esnb.figures.RunFigure` — the drawing ``runner.plot()`` exports —
+The figure is :class:`esnb.views.figures.RunFigure` — the drawing ``runner.plot()`` exports —
 wrapped in ``jupyter_bokeh.BokehModel``, an ipywidget: it sits in any ipywidgets layout and
 updates through its comm, without ``push_notebook`` or a bokeh server. New history rows and
 control changes are appended with ``ColumnDataSource.stream`` (with rollover) by the UI pump
@@ -16,9 +16,9 @@ from typing import Any
 from bokeh.events import DocumentReady
 from jupyter_bokeh import BokehModel
 
-from esnb.figures import RunFigure
 from esnb.runners.plotspec import known_columns, panels_for
 from esnb.ui.pump import PUMP
+from esnb.views.figures import RunFigure
 
 
 def _change_rows(runner) -> list[dict[str, Any]]:
