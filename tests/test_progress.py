@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from esnb.cli.common import Progress
+from esnb.session.progress import Progress
 from esnb.runners.registry import algorithms
 
 #: small runs, inline: (env, settings)
