@@ -20,7 +20,8 @@ import pytest
 import esnb
 from esnb.cli import main
 from esnb.controls import Controls
-from esnb.remote.attach import alive, connect, serving_info
+from esnb.remote.attach import connect
+from esnb.remote.folders import alive, serving_info
 from esnb.runners.es import ESConfig
 from esnb.ui import dashboard
 
