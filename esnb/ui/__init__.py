@@ -1,4 +1,5 @@
-"""Views of a run: live widgets for notebooks and the static figure the CLI exports.
+"""Notebook widgets of a run: a local runner or an attached one, alike (each a
+:class:`~esnb.views.protocol.SteeredRun`, the protocol these widgets are typed against).
 
 - :func:`dashboard` (``esnb.ui.dashboard(runner)``): :class:`ControlPanel` above
   :class:`LivePlot`, the one-liner of a notebook;
