@@ -8,9 +8,8 @@ environments (``esnb/BitFlip-v0``, ``esnb/GridNav-v0``) without importing gymnas
 from __future__ import annotations
 
 import esnb.config  # noqa: F401  (registers esnb's dask config defaults)
+from esnb._version import __version__  # noqa: F401
 from esnb.lazy import LazyMapping, after_import, lazy_names
-
-__version__ = "0.1.0"
 
 
 def _register_envs() -> None:
