@@ -91,11 +91,8 @@ def _child_config(cluster: str | None) -> dict[str, str]:
     return out
 
 
-def launch(algorithm: str, env: str | None = None, workers: int = 2,
-           address: str | None = None, name: str | None = None, out: str | None = None,
-           preset: str = "laptop", final_eval: int = 10, checkpoint_every: float = 60.0,
-           timeout: float = 300.0, origin: str | None = None, cluster: str | None = None,
-           **given: Any) -> AttachedRun:
+def launch(algorithm: str, env: str | None = None, timeout: float = 300.0,
+           origin: str | None = None, cluster: str | None = None, **given: Any) -> AttachedRun:
     """Start a run in its own process and attach to it (see :mod:`esnb.remote`).
 
     Parameters
@@ -104,17 +101,6 @@ def launch(algorithm: str, env: str | None = None, workers: int = 2,
         As ``esnb train`` names it: ``es``, ``aesrl``, ``apex``, ...
     env : str, optional
         The environment (else the preset's).
-    workers : int
-        Worker processes of the run's LocalCluster, or the workers its batch cluster keeps
-        (``esnb.cluster.adapt``'s minimum).
-    address : str, optional
-        Refused: the run would serve a scheduler it does not own (the one line says why).
-    name, out : str, optional
-        The run's name (default: algorithm and time) and folder (default ``runs/<name>``).
-    preset : str
-        The settings' preset.
-    final_eval, checkpoint_every
-        As ``esnb train``'s ``--final-eval`` and ``--checkpoint-every``.
     timeout : float
         Seconds to wait for the run to serve (a safety net; it is usually seconds).
     origin : str, optional
@@ -126,9 +112,14 @@ def launch(algorithm: str, env: str | None = None, workers: int = 2,
         files in its folder, so the run folder must be on a filesystem they share). Default:
         ``esnb.cluster.type`` of the dask config.
     **given
-        The other run options (:class:`~esnb.session.options.RunOptions`: ``resume=``,
-        ``keep_every=``, ``video_every=``, ``tensorboard=``, ...); budgets as ``runner.start()``
-        takes them (``generations=``, ``env_steps=``, ...) or as their flags name them
+        The run's options, as ``esnb train`` takes them and with its defaults
+        (:class:`~esnb.session.options.RunOptions`): ``workers`` (the run's LocalCluster, or
+        the workers its batch cluster keeps: ``esnb.cluster.adapt``'s minimum), ``name``,
+        ``out``, ``preset``, ``final_eval``, ``checkpoint_every``, ``keep_every``,
+        ``video_every``, ``resume``, ``fork``/``at``, ``controls``, ``tensorboard``,
+        ``mlflow``; ``address`` is refused (the run would serve a scheduler it does not own).
+        The run always serves, without a progress bar. Budgets as ``runner.start()`` takes
+        them (``generations=``, ``env_steps=``, ...) or as their flags name them
         (``steps=``); everything else is a setting, checked as ``esnb train`` checks it.
 
     Returns
@@ -150,10 +141,7 @@ def launch(algorithm: str, env: str | None = None, workers: int = 2,
     if env is not None:
         given["env"] = env
     algo, options, budget, flags, settings = _split(algorithm, given)
-    options = RunOptions.of(**{**options, "workers": workers, "address": address, "name": name,
-                               "out": out, "preset": preset, "final_eval": final_eval,
-                               "checkpoint_every": checkpoint_every, "serve": True,
-                               "progress": False})
+    options = RunOptions.of(**{**options, "serve": True, "progress": False})
     chosen = dask.config.set({"esnb.cluster.type": cluster}) if cluster is not None \
         else contextlib.nullcontext()
     with chosen:  # the run's cluster type, as its process will read it
