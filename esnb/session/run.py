@@ -135,8 +135,9 @@ def run(plan: RunPlan, executor=None, banner: str | None = None, say: bool = Tru
                 if served is not None and say:
                     print(f"esnb: serving: esnb.attach({str(plan.folder)!r}) attaches a "
                           f"notebook (esnb runs lists the runs)", file=sys.stderr)
-                outcome = _run_and_finish(runner, plan, interrupts, started, banner, trackers,
-                                          say)
+                link = runner.dashboard_link or getattr(where, "dashboard_link", None)
+                outcome = _run_and_finish(runner, plan, interrupts, started, banner, link,
+                                          trackers, say)
             finished = True
             return outcome
         finally:
@@ -147,12 +148,12 @@ def run(plan: RunPlan, executor=None, banner: str | None = None, say: bool = Tru
 
 
 def _run_and_finish(runner, plan: RunPlan, interrupts: Interrupts, started: float,
-                    banner: str | None, trackers: list, say: bool) -> Outcome:
+                    banner: str | None, link: str | None, trackers: list,
+                    say: bool) -> Outcome:
     """The run to its budget (or a signal), its run folder, the trackers' last records."""
     options = plan.options
     videos = start_videos(runner, options, plan.folder)
     todo = remaining(runner._progress(), plan.budget, plan.default_budget, plan.saved_target)
-    link = runner.dashboard_link
     if banner:
         print(banner + (f", dashboard {link}" if link else ""))
     elif link and say:
