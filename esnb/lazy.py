@@ -20,6 +20,8 @@ def lazy_names(package: str, names: Mapping[str, str]) -> tuple[Callable, Callab
     module_globals = importlib.import_module(package).__dict__
 
     def __getattr__(name: str):
+        if name == "__all__":  # ``from package import *``: every lazy name (built now)
+            return sorted(names)
         module = names.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
@@ -31,6 +33,56 @@ def lazy_names(package: str, names: Mapping[str, str]) -> tuple[Callable, Callab
         return sorted(set(module_globals) | set(names))
 
     return __getattr__, __dir__
+
+
+class LazyMapping(Mapping):
+    """``fixed`` names, and those ``build()`` gives, built when first needed: a package's lazy
+    names that come from a registry (``esnb``'s runner and config classes) cost nothing until
+    one is asked for.
+
+    Parameters
+    ----------
+    build : callable
+        ``build() -> {name: module}``, called once.
+    fixed : mapping
+        Names known without building.
+    built : callable
+        ``built(name)``: whether ``name`` may be one that ``build`` gives; a name it refuses
+        (a submodule ``from package import x`` looks for first, say) is answered without
+        building.
+
+    Examples
+    --------
+    In a package's ``__init__``::
+
+        _LAZY = LazyMapping(registry_names, fixed={"Runner": "pkg.base"},
+                            built=lambda name: name[:1].isupper())
+        __getattr__, __dir__ = lazy_names(__name__, _LAZY)
+    """
+
+    def __init__(self, build: Callable[[], Mapping[str, str]],
+                 fixed: Mapping[str, str] | None = None,
+                 built: Callable[[str], bool] = lambda name: True):
+        self._build, self._fixed, self._built = build, dict(fixed or {}), built
+        self._data: dict[str, str] | None = None
+
+    def _names(self) -> dict[str, str]:
+        if self._data is None:
+            self._data = {**self._build(), **self._fixed}
+        return self._data
+
+    def __getitem__(self, key: str) -> str:
+        if key in self._fixed:
+            return self._fixed[key]
+        if self._data is None and not self._built(key):
+            raise KeyError(key)
+        return self._names()[key]
+
+    def __iter__(self):
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):

@@ -98,7 +98,7 @@ class NoiseTableMismatch(ValueError):
 def describe_table(values: np.ndarray, sha256: str | None = None) -> dict:
     """What the builder of a table records beside it: its digest (``sha256`` when the caller
     has just checked it) and who built it."""
-    from esnb import __version__
+    from esnb._version import __version__
 
     return {"sha256": sha256 or normals.digest(values),
             "origin": f"numpy {np.__version__}, esnb {__version__}, host {platform.node()}"}

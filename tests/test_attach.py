@@ -20,7 +20,8 @@ import pytest
 import esnb
 from esnb.cli import main
 from esnb.controls import Controls
-from esnb.remote.attach import alive, connect, serving_info
+from esnb.remote.attach import connect
+from esnb.remote.folders import alive, serving_info
 from esnb.runners.es import ESConfig
 from esnb.ui import dashboard
 
@@ -72,6 +73,11 @@ def test_launch_attach_steer_from_two_kernels_and_stop(in_tmp, capsys):
     for f in ("attach.json", "attach/cert.pem", "attach/key.pem"):
         assert stat.S_IMODE((folder / f).stat().st_mode) == 0o600, f
     assert serving_info(folder)["address"].startswith("tls://127.0.0.1:")
+    # the run's command line carries its plan file, no setting: the plan is in its folder
+    assert a.process.args[-2:] == ["run-plan", "runs/run-a/plan.json"]
+    planned = json.loads((folder / "plan.json").read_text())
+    assert planned["options"]["serve"] and planned["settings"]["population"] == 8
+    assert planned["budget"] == {"generations": 100_000}
 
     with pytest.raises(ValueError, match=r"^run 'run-a' is running in runs/run-a \(pid \d+\): "
                                          r"attach to it"):

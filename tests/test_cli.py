@@ -238,3 +238,24 @@ def test_the_registry_drives_budgets_exports_and_docs():
             assert key in progress, (name, flag, key, sorted(progress))
         assert set(algo.default_budget) <= set(progress)
         assert f"## `esnb train {name}`" in page or config.__name__ in page
+
+
+def test_run_plan_runs_a_planned_run_from_its_file(tmp_path):
+    """``esnb run-plan``: a plan written into its folder (what esnb.launch starts) runs as
+    ``esnb train`` would run it; a file that is no plan is one line."""
+    from esnb.session.options import RunOptions
+    from esnb.session.plan import RunPlan, plan
+
+    out = tmp_path / "run"
+    planned = plan("es", {"env": "CartPole-v1", "population": 10, "noise_size": 1_000_000},
+                   RunOptions.of(workers=0, out=str(out), final_eval=2, progress=False),
+                   {"generations": 2})
+    path = planned.write()
+    assert RunPlan.read(out) == planned  # the file holds the whole plan
+    p = esnb("run-plan", str(path))
+    assert p.returncode == 0, p.stderr
+    assert pd.read_csv(out / "history.csv").generation.tolist() == [1, 2]
+    assert json.loads((out / "summary.json").read_text())["final_eval_episodes"] == 2
+    (tmp_path / "bad.json").write_text("[1]")
+    p = esnb("run-plan", str(tmp_path / "bad.json"))
+    assert p.returncode == 2 and "is no run plan" in p.stderr and "Traceback" not in p.stderr

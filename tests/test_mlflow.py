@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 
 import esnb
 from esnb.cli import main
-from esnb.runners.mlflow_tracker import tracking_uri
+from esnb.views.mlflow_tracker import tracking_uri
 
 
 def test_every_history_column_and_each_change_read_back(tmp_path):

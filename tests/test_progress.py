@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from esnb.cli.common import Progress
 from esnb.runners.registry import algorithms
+from esnb.session.progress import Progress
 
 #: small runs, inline: (env, settings)
 RUNS = {

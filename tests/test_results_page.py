@@ -137,3 +137,27 @@ def test_a_seed_is_a_real_run_judged_on_its_final_parameters(tmp_path):
     out = page.render(tmp_path)
     assert "[VAN (one DQN)](#van-bitflip7) | laptop | bitflip | 120 episodes" in out[page.PAGE]
     assert (page.DATA / "van-bitflip7.svg") in out
+
+
+def test_a_seed_is_a_session_run_with_its_own_folder_and_resumes_from_it(tmp_path):
+    """A seed run into a folder leaves a run folder as ``esnb train`` does; one that stopped
+    before its end (a checkpoint, no summary) is resumed, and ends as the whole run did."""
+    import dataclasses
+
+    from esnb.bench.results.runs import run_seed
+
+    es = dataclasses.replace(catalogue.entry("es-halfcheetah"), env="CartPole-v1",
+                             budget={"generations": 3}, eval_episodes=3,
+                             settings={"population": 8, "sigma": 0.05, "lr": 0.03,
+                                       "noise_size": 200_000, "max_episode_steps": 100,
+                                       "eval_interval": 1})
+    whole = run_seed(es, 2, client=False, folder=tmp_path / "whole")
+    for name in ("history.csv", "summary.json", "checkpoint.npz", "plot.html"):
+        assert (tmp_path / "whole" / name).exists(), name
+    part = tmp_path / "part"
+    run_seed(dataclasses.replace(es, budget={"generations": 2}), 2, client=False, folder=part)
+    (part / "summary.json").unlink()  # as if stopped before its end
+    resumed = run_seed(es, 2, client=False, folder=part)
+    assert [r[0] for r in resumed["curve"]] == [r[0] for r in whole["curve"]]
+    assert [r[2] for r in resumed["curve"]] == [r[2] for r in whole["curve"]]
+    assert (resumed["final"], resumed["env_steps"]) == (whole["final"], whole["env_steps"])

@@ -370,7 +370,7 @@ def test_a_launched_slurm_run_is_attached_from_a_fresh_process(slurm, tmp_path, 
     import pandas as pd
 
     import esnb
-    from esnb.remote.attach import serving_info
+    from esnb.remote.folders import serving_info
 
     monkeypatch.chdir(tmp_path)
     job_name = f"esnb-served-{os.getpid()}"

@@ -34,3 +34,28 @@ def test_cluster_runs_come_back_in_item_order(client):
                     order=items[::-1]) == [x * x for x in items]
     with pytest.raises(RuntimeError, match=r"run 3 \(-5\) failed"):
         map_runs(square, [1, 2, 3, -5, 4], client, progress=False)
+
+
+def test_planned_runs_side_by_side_each_a_session_run_with_its_folder(tmp_path, client):
+    """``esnb.session.sweep.run_plans``: each plan runs whole in one task, into its folder, as
+    ``esnb train`` runs it; inline and on a cluster the runs end alike (ES is seeded)."""
+    from esnb.session.options import RunOptions
+    from esnb.session.plan import plan
+    from esnb.session.sweep import run_plans
+
+    def plans(where):
+        return [plan("es", {"env": "CartPole-v1", "seed": seed, "population": 8,
+                            "noise_size": 200_000},
+                     RunOptions.of(out=str(tmp_path / where / f"seed{seed}"), final_eval=2,
+                                   progress=False),
+                     {"generations": 2}, check_cluster_now=False) for seed in (0, 1)]
+
+    inline = run_plans(plans("inline"), False, progress=False)
+    remote = run_plans(plans("cluster"), client, progress=False)
+    for a, b in zip(inline, remote):
+        assert a.code == b.code == 0 and len(a.records) == 2
+        assert (a.folder / "summary.json").exists() and (b.folder / "checkpoint.npz").exists()
+        assert [r["return_mean"] for r in a.records] == [r["return_mean"] for r in b.records]
+        assert a.summary["final_eval_mean"] == b.summary["final_eval_mean"]
+    with pytest.raises(ValueError, match="its own run folder"):
+        run_plans(plans("inline")[:1] * 2, False, progress=False)

@@ -18,11 +18,11 @@ from conftest import SMALL_NOISE
 
 import esnb
 from esnb.controls import Control
-from esnb.figures import COMPACT_TICKS_JS, LABEL_BAND, Y_PADDING, compact_number
 from esnb.record import write_run_folder
 from esnb.runners.plotspec import RETURN_PANELS
 from esnb.ui import ControlPanel, RunFigure, history_figure
 from esnb.ui.fields import control_widget
+from esnb.views.figures import COMPACT_TICKS_JS, LABEL_BAND, Y_PADDING, compact_number
 
 
 def inline_es(**kw):

@@ -1,5 +1,6 @@
-"""The ``esnb`` command: ``esnb demo``, ``esnb train <algorithm>``, ``esnb runs``, ``esnb play
-RUN``, ``esnb export RUN``, ``esnb bench <name>``, ``esnb docs settings``.
+"""The ``esnb`` command: ``esnb demo``, ``esnb train <algorithm>``, ``esnb run-plan PLAN``,
+``esnb runs``, ``esnb play RUN``, ``esnb export RUN``, ``esnb bench <name>``, ``esnb docs
+settings``.
 
 Algorithms plug in through :mod:`esnb.runners.registry` (each declared in its own package; the
 flags derive from its config dataclass, see :mod:`esnb.cli.train`); benchmarks through
@@ -63,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
         trainer.add_arguments(algo, p)
         p.set_defaults(trainer=name)
 
+    plan = sub.add_parser("run-plan", help=first_sentence(common.PLAN_DESCRIPTION),
+                          description=common.PLAN_DESCRIPTION)
+    common.add_plan_arguments(plan)
+
     runs_text = ("List the runs that can be attached (started with esnb train ... --serve or "
                  "esnb.launch, still running): esnb.attach(name) in a notebook reaches them.")
     runs = sub.add_parser("runs", help=first_sentence(runs_text), description=runs_text)
@@ -111,7 +116,7 @@ def _plugin_parser(subparsers, name: str, module: str):
 
 def list_runs(folder: str) -> int:
     """``esnb runs``: one line per attachable run, or one line saying there is none."""
-    from esnb.remote.attach import runs
+    from esnb.remote.folders import runs
 
     table = runs(folder)
     if table.empty:
@@ -150,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
             return docs.run(args)
         if args.command == "train":
             return common.run_training(algorithms()[args.trainer], args)
+        if args.command == "run-plan":
+            return common.run_plan(args)
         if args.command == "runs":
             return list_runs(args.folder)
         if args.command in ("play", "export"):

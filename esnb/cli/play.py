@@ -49,7 +49,7 @@ def run_play(args) -> int:
     final = final_evaluation(args.run)
     episodes = args.episodes or (final["episodes"] if final else 10)
     if args.video:
-        from esnb.video import check_video_path
+        from esnb.views.video import check_video_path
 
         check_video_path(args.video)
     runner = load_run(args.run)

@@ -53,12 +53,10 @@ def json_settings(text: str | None) -> dict[str, Any]:
     return values
 
 
-def runner_and_settings(algo: Algorithm, args: argparse.Namespace) -> tuple[type, dict[str, Any]]:
-    """The runner class and the settings given on the command line (``--settings``: a JSON
-    object of settings, under the flags given)."""
+def settings_and_flags(algo: Algorithm, args: argparse.Namespace) -> tuple[dict, dict]:
+    """The settings given on the command line (``--settings``: a JSON object of settings,
+    under the flags given) and the algorithm's own command flags given (EORL's)."""
     values = {**json_settings(getattr(args, "settings", None)),
               **settings_mod.given(args, algo.load_config())}
-    runner = algo.load_runner()
-    if algo.adapt:
-        runner, values = load(algo.adapt)(args, values)
-    return runner, values
+    flags = settings_mod.given(args, load(algo.flags)) if algo.flags else {}
+    return values, flags

@@ -1,10 +1,13 @@
-"""A kernel attached to a run of another process: :func:`runs`, :func:`attach`, the handle.
+"""A kernel attached to a run of another process: :func:`attach`, the handle.
 
 An :class:`AttachedRun` is a Dask client of the run's own scheduler (TLS, with the credentials
 the run wrote into its folder, see :mod:`esnb.remote.serve`): its ``history``, ``changes`` and
 ``controls`` are the run's, fetched when read (history and changes incrementally), and a control
 change goes to the run's own ``controls``, validated there and recorded with this kernel's
 origin. ``detach()`` closes the client only; the run goes on. Any number of kernels may attach.
+The handle is a :class:`~esnb.views.protocol.SteeredRun`, as a local runner is: the dashboard,
+the live plot and the figure show it. Which runs serve, and what an ended one left, is read
+from their folders (:mod:`esnb.remote.folders`: :func:`runs`, :func:`serving_info`).
 """
 
 from __future__ import annotations
@@ -14,85 +17,24 @@ import os
 import socket
 import time
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from esnb.controls import Control
-from esnb.remote.serve import ATTACH_FILE, HANDLER
+from esnb.remote.folders import RunEnded, _ended, _resolve, last_line, runs, serving_info
+from esnb.remote.serve import HANDLER
 
-RUNS = Path("runs")
+if TYPE_CHECKING:
+    from esnb.runners.plotspec import PlotPanel
+
+__all__ = ["AttachedControls", "AttachedRun", "RunEnded", "attach", "connect", "last_line",
+           "runs", "serving_info"]
+
 #: seconds to wait for the run's scheduler to answer a connection
 CONNECT_TIMEOUT = 10.0
 #: seconds a fetched state is reused
 STATUS_AGE = 0.2
-
-
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` runs on this machine (a zombie, ended but not yet reaped by its
-    parent, does not)."""
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    try:
-        stat = Path(f"/proc/{int(pid)}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
-
-
-def serving_info(folder: Path) -> dict[str, Any] | None:
-    """The ``attach.json`` of a run folder whose run is alive, else None."""
-    try:
-        info = json.loads((Path(folder) / ATTACH_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    return info if isinstance(info, dict) and alive(info.get("pid", -1)) else None
-
-
-def runs(folder="runs") -> pd.DataFrame:
-    """The runs under ``folder`` that can be attached: one row each (name, algorithm, pid,
-    address, started, folder), oldest first."""
-    rows = []
-    root = Path(folder)
-    for sub in sorted(root.iterdir()) if root.is_dir() else ():
-        info = serving_info(sub)
-        if info is not None:
-            rows.append({"name": info["name"], "algorithm": info["algorithm"],
-                         "pid": info["pid"], "address": info["address"],
-                         "started": pd.Timestamp.fromtimestamp(info["started"]),  # local
-                         "folder": str(sub)})
-    cols = ["name", "algorithm", "pid", "address", "started", "folder"]
-    return pd.DataFrame(rows, columns=cols).sort_values("started", ignore_index=True)
-
-
-def _resolve(name_or_folder, folder) -> Path:
-    """The run folder ``name_or_folder`` names; an unknown one is one line listing the runs
-    there are to attach."""
-    path = Path(name_or_folder)
-    if path.is_dir():
-        return path
-    candidate = Path(folder) / str(name_or_folder)
-    if candidate.is_dir():
-        return candidate
-    names = runs(folder)["name"].tolist()
-    there = ", ".join(names) if names else "none"
-    raise ValueError(f"no run {str(name_or_folder)!r} in {folder}/; runs to attach there: "
-                     f"{there}")
-
-
-class RunEnded(ValueError):
-    """The run no longer serves: its process has ended, or is writing its run folder."""
-
-
-def _ended(path: Path) -> RunEnded:
-    ckpt = path / "checkpoint.npz"
-    where = f"its checkpoint: {ckpt}" if ckpt.exists() else "it left no checkpoint"
-    return RunEnded(f"run {path.name!r} has ended ({where}); nothing to attach to")
 
 
 def connect(address: str, security, name: str, timeout: float = CONNECT_TIMEOUT):
@@ -220,11 +162,11 @@ class AttachedRun:
         self.name, self.algorithm = about["name"], about["algorithm"]
         self.title, self.iteration_column = about["title"], about["iteration_column"]
         self.controls = AttachedControls(self, about["schema"], about["controls"])
-        #: the run's plot panels (:func:`esnb.figures.plot` draws them as the run's own)
+        #: the run's plot panels, as its runner declared them (plain data)
         self.plot_panels, self.plot_default_panels = about["plot_panels"], False
         self.final_evaluation: dict[str, Any] | None = None
-        #: what the widgets ask a runner's executor for: the run's Dask dashboard
-        self.executor = SimpleNamespace(dashboard_link=about.get("dashboard"))
+        #: the run's Dask dashboard
+        self.dashboard_link: str | None = about.get("dashboard")
 
     # -- the transport -------------------------------------------------------------------------
     def serving(self) -> bool:
@@ -357,9 +299,15 @@ class AttachedRun:
         failure = None if status is None else status.get("failure")
         return RuntimeError(failure) if failure else None
 
+    def panels(self) -> list[PlotPanel]:
+        """The run's own plot panels, as its runner declared them."""
+        from esnb.runners.plotspec import PlotPanel
+
+        return [PlotPanel.coerce(p) for p in self.plot_panels]
+
     def plot(self):
         """The figure of the run's history so far (bokeh), the run's own panels."""
-        from esnb.figures import plot
+        from esnb.views.figures import plot
 
         return plot(self)
 
@@ -392,6 +340,10 @@ class AttachedRun:
         """The policy lives in the run's process: said as a local runner says it has none."""
         raise ValueError(f"run {self.name!r} is attached: its policy is in its own process "
                          f"(esnb play {self.folder} once it has ended)")
+
+    def video(self, *args, **kwargs):
+        """No video of an attached run here: :meth:`acting_policy` says why."""
+        return self.acting_policy()
 
     def wait(self, timeout: float | None = None, poll: float = 0.5) -> AttachedRun:
         """Block until the run has ended and written its folder (``summary.json``).
@@ -431,12 +383,3 @@ class AttachedRun:
 
     def __repr__(self) -> str:
         return f"<AttachedRun {self.name!r} ({self.title}) state={self.state} pid={self.pid}>"
-
-
-def last_line(log: Path) -> str:
-    """The last line of a run's log that says something (an error line), else where it is."""
-    try:
-        lines = [x.strip() for x in log.read_text(errors="replace").splitlines() if x.strip()]
-    except OSError:
-        return f"no log at {log}"
-    return f"{lines[-1]} (log: {log})" if lines else f"its log {log} is empty"

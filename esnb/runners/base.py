@@ -1,4 +1,5 @@
-"""The lifecycle every esnb algorithm shares: a background thread the kernel never waits on.
+"""The run every esnb algorithm shares: settings, controls, history, observers, checkpoints,
+on a background thread the kernel never waits on (:mod:`esnb.runners.lifecycle`).
 
 ``start()`` returns at once and iterations (generations, learner steps) run on a thread;
 ``pause()`` lets the current iteration finish and holds; ``resume()`` goes on; ``step(n)``
@@ -8,12 +9,14 @@ every change of a control is logged with the iteration where it took effect.
 
 Subclasses declare their settings as a config dataclass (``Config``, see
 :mod:`esnb.settings`), implement ``_iteration(snapshot) -> dict`` (one history row) and their
-checkpoint state; they never touch threads.
+checkpoint state; they never touch threads. A runner is a
+:class:`~esnb.views.protocol.SteeredRun` (what the figure, the widgets and the trackers read);
+it imports no view: :meth:`Runner.plot` and :meth:`Runner.video` call the view side's drawing
+and renderer, named by :attr:`Runner.drawing` and :attr:`Runner.renderer`.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable
@@ -22,7 +25,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from esnb.controls import ControlChange, ControlSnapshot
-from esnb.runners.budget import make_target, reached
+from esnb.runners.lifecycle import RunThread, log
+from esnb.runners.registry import load
 from esnb.runners.schedule import ControlSchedule
 from esnb.settings import Settings
 from esnb.settings.docs import docstring_section
@@ -30,13 +34,11 @@ from esnb.settings.docs import docstring_section
 if TYPE_CHECKING:
     import pandas as pd
 
-log = logging.getLogger("esnb.runner")
-
-STATES = ("idle", "running", "paused", "stopped", "finished", "failed")
+    from esnb.runners.plotspec import PlotPanel
 
 
-class Runner:
-    """Base class: lifecycle, history, observers, checkpoints.
+class Runner(RunThread):
+    """Base class: settings, controls, history, observers, checkpoints, the views' calls.
 
     Attributes
     ----------
@@ -62,6 +64,11 @@ class Runner:
     Config: ClassVar[type[Settings]]
     #: what the run learns, said when it has no single policy to export or render
     holds: ClassVar[str] = "no single MLP policy"
+    #: the view side's drawing behind :meth:`plot` and renderer behind :meth:`video`, as
+    #: ``"module:function"`` (loaded when called, as the registry loads a runner): a runner
+    #: imports neither, nor bokeh; a subclass, or a test, may name others
+    drawing: ClassVar[str] = "esnb.views.figures:plot"
+    renderer: ClassVar[str] = "esnb.views.video:render"
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -96,18 +103,7 @@ class Runner:
         self._applied_version = self.controls.version
         self._observers: list[Callable[[dict], None]] = []
         self._iter_lock = threading.RLock()  # one iteration (or save) at a time
-        self._cond = threading.Condition()
-        self._thread: threading.Thread | None = None
-        # set by start(), cleared by the thread as it ends: Thread.is_alive() and join() are
-        # not trusted, because CPython (< 3.13) marks a thread stopped when a KeyboardInterrupt
-        # (a notebook's interrupt button) cuts a join() short, while it still runs
-        self._alive = False
-        self._state = "idle"
-        self._paused = False
-        self._stop_requested = False
-        self._pending_steps = 0
-        self._target: dict[str, float] = {}
-        self.error: BaseException | None = None
+        RunThread.__init__(self)
         self.iteration = 0
         self.wall_time = 0.0
         self._keeper = None
@@ -153,15 +149,7 @@ class Runner:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    # -- lifecycle ---------------------------------------------------------------------------
-    @property
-    def state(self) -> str:
-        return self._state
-
-    @property
-    def running(self) -> bool:
-        return self._alive
-
+    # -- the lifecycle (the thread: esnb.runners.lifecycle) ---------------------------------
     def start(self, paused: bool = False, controls_schedule=None, **budget: float) -> Runner:
         """Run on a background thread and return at once.
 
@@ -177,143 +165,15 @@ class Runner:
             Stop after this many more units of a counter, e.g. ``generations=50`` or
             ``env_steps=2_000_000`` (the first one reached ends the run). None: until stop().
         """
-        target = self._make_target(budget)
+        self._make_target(budget)  # a bad budget raises before the schedule is taken
         if controls_schedule is not None:
             self.schedule_controls(controls_schedule)
-        with self._cond:
-            if self.running:
-                raise RuntimeError(f"{self.title} runner is already running")
-            self._target = target
-            self._stop_requested = False
-            self._paused = bool(paused)  # paused=True: the thread waits for step()/resume()
-            self._pending_steps = 0
-            self.error = None
-            self._state = "running"
-            self._thread = threading.Thread(target=self._thread_main, name=f"esnb-{self.name}",
-                                            daemon=True)
-            self._alive = True
-            try:
-                self._thread.start()
-            except BaseException:
-                self._alive = False
-                raise
-        return self
+        return super().start(paused, **budget)
 
-    def pause(self) -> None:
-        """Hold after the current iteration (the iteration is never cut short)."""
-        with self._cond:
-            self._paused = True
-            self._cond.notify_all()
-
-    def resume(self) -> None:
-        with self._cond:
-            self._paused = False
-            self._pending_steps = 0
-            if self.running:
-                self._state = "running"
-            self._cond.notify_all()
-
-    def stop(self) -> None:
-        """End the run after the current iteration."""
-        with self._cond:
-            self._stop_requested = True
-            self._cond.notify_all()
-
-    def wait(self, timeout: float | None = None) -> Runner:
-        """Block until the background run ends; re-raise its error if it failed.
-
-        A KeyboardInterrupt (Ctrl-C, a notebook's interrupt button) ends the wait, not the run.
-        """
-        if not self.wait_ended(timeout):
-            raise TimeoutError(f"{self.title} runner still running after {timeout} s")
-        if self.error is not None:
-            raise self.error
-        return self
-
-    def wait_ended(self, timeout: float | None = None) -> bool:
-        """Block until the background thread has ended (True), or ``timeout`` passed."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            while self._alive:
-                left = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
-                if left <= 0:
-                    return False
-                self._cond.wait(left)
-        return True
-
-    def step(self, n: int = 1, block: bool = True) -> Runner:
-        """Run ``n`` iterations now.
-
-        Without a background thread they run on the calling thread. On a paused runner the
-        background thread runs them (``block=False`` returns at once, as a button should).
-        """
-        if int(n) < 1:
-            raise ValueError(f"n must be >= 1, got {n}")
-        with self._cond:
-            if self.running:
-                if not self._paused:
-                    raise RuntimeError("the runner is running: pause() it before step()")
-                self._pending_steps += int(n)
-                self._cond.notify_all()
-                if not block:
-                    return self
-                while self._pending_steps > 0 and self.running and self.error is None:
-                    self._cond.wait(0.1)
-                if self.error is not None:
-                    raise self.error
-                return self
-        for _ in range(int(n)):
-            self._run_iteration()
-        return self
-
-    def _make_target(self, budget: dict[str, float]) -> dict[str, float]:
-        return make_target(self._progress(), budget)
-
-    def _budget_reached(self) -> bool:
-        return bool(self._target) and reached(self._progress(), self._target)
-
-    def _loop(self) -> None:
-        try:
-            while True:
-                with self._cond:
-                    if self._stop_requested:
-                        self._state = "stopped"
-                        break
-                    if self._budget_reached():
-                        self._state = "finished"
-                        break
-                    if self._paused and self._pending_steps == 0:
-                        self._state = "paused"
-                        self._cond.wait(0.2)
-                        continue
-                    self._state = "running" if not self._paused else "paused"
-                self._run_iteration()
-                with self._cond:
-                    if self._pending_steps > 0:
-                        self._pending_steps -= 1
-                    self._cond.notify_all()
-            self._quiesce()
-            if self._keeper is not None:  # stopped or finished: leave where it ended
-                self._keeper.save(self)
-        except BaseException as exc:  # noqa: BLE001 - reported through state/error/wait()
-            log.exception("%s run failed", self.title)
-            with self._cond:
-                self.error = exc
-                self._state = "failed"
-                self._cond.notify_all()
-        finally:
-            with self._cond:
-                self._cond.notify_all()
-
-    def _thread_main(self) -> None:
-        """The background thread: the loop (and what subclasses do as it ends), then the
-        runner is no longer running."""
-        try:
-            self._loop()
-        finally:
-            with self._cond:
-                self._alive = False
-                self._cond.notify_all()
+    def _run_ended(self) -> None:
+        self._quiesce()
+        if self._keeper is not None:  # stopped or finished: leave where it ended
+            self._keeper.save(self)
 
     def schedule_controls(self, record) -> ControlSchedule:
         """Apply a record of control changes at the iterations that first used them (see
@@ -389,13 +249,26 @@ class Runner:
                 "origin"]
         return pd.DataFrame(list(self._change_log), columns=cols)
 
+    def panels(self) -> list[PlotPanel]:
+        """The panels the run's plot draws: the return panels, then the runner's own
+        ``plot_panels`` (:mod:`esnb.runners.plotspec`)."""
+        from esnb.runners.plotspec import panels_for
+
+        return panels_for(self)
+
+    @property
+    def dashboard_link(self) -> str | None:
+        """The Dask dashboard of the runner's cluster (None inline, or without one)."""
+        try:
+            return getattr(getattr(self, "executor", None), "dashboard_link", None) or None
+        except Exception:  # noqa: BLE001 - no dashboard (bokeh missing on the scheduler)
+            return None
+
     def plot(self):
         """A figure of the history: the one the live view draws (bokeh); the same as
-        ``esnb.ui.plot(runner)``. Runners describe their plots (:mod:`esnb.runners.plotspec`),
-        :mod:`esnb.figures` draws them."""
-        from esnb.figures import plot
-
-        return plot(self)
+        ``esnb.ui.plot(runner)``. Runners describe their panels (:meth:`panels`); the view
+        side's :attr:`drawing` (:func:`esnb.views.figures.plot`) draws them."""
+        return load(self.drawing)(self)
 
     #: the last :meth:`evaluate_final`: mean, std, episodes and where the run was; plots mark it
     final_evaluation: dict[str, Any] | None = None
@@ -426,15 +299,14 @@ class Runner:
               size: tuple[int, int] | None = None, wait: bool = True):
         """Episodes of the current policy, rendered in another process while the run goes on.
 
-        Returns a :class:`~esnb.video.Video` (shown inline by a notebook, ``.save("x.mp4")``
+        Returns a :class:`~esnb.views.video.Video` (shown inline by a notebook, ``.save("x.mp4")``
         or ``.gif``); ``wait=False`` returns at once and the video fills in when ready
         (``.result()`` waits). Episode ``k`` starts from ``reset(seed=seed + k)``; ``max_steps``
         caps each one (default: the run's own episode length); ``size`` is ``(width,
         height)`` (default: the environment's). A checkpoint's policy:
         ``type(runner).load(path, client=False).video()``, or ``esnb play RUN --video``.
         """
-        from esnb.video import render
-
+        render = load(self.renderer)  # the view side's (esnb.views.video.render)
         with self._iter_lock:  # between iterations: parameters and statistics agree
             policy, iteration = self.acting_policy(), self.iteration
         cfg = self.config

@@ -3,7 +3,7 @@
 A run is named by its folder (``runs/<name>``, holding ``checkpoint.npz``) or a checkpoint
 file. :func:`load_run` rebuilds its runner in this process from the checkpoint (the algorithm
 is read from the file); :func:`play` evaluates it as the run's final evaluation did: the run
-folder's checkpoint is written before that evaluation (:func:`esnb.cli.common.finish`), so
+folder's checkpoint is written before that evaluation (:func:`esnb.session.finish.finish`), so
 its evaluation generator draws the same episode seeds, and ``play`` with the final
 evaluation's episode count gives the same returns. :func:`export` writes its policy
 (:mod:`esnb.nets.export`).

@@ -9,12 +9,49 @@ answer a setting's flag gets.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from esnb.settings.declare import Setting, Settings, allowed, show
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How a setting's flag reads where its kind alone does not say: a run's options
+    (:class:`esnb.session.options.RunOptions`), kept in the field's metadata (``"flag"``).
+
+    A setting with a :class:`Flag` is checked as its flag is read (``argument --workers: must
+    be an integer >= 0``), where an algorithm's setting is checked with the others, by name.
+
+    Attributes
+    ----------
+    metavar : str
+        The value's name in ``--help`` (``SECONDS``, ``RUN``).
+    default : str
+        The default in words, in the help's bracket (``runs/<name>``): for a default of None.
+    const : Any
+        The value of the flag given bare (``--tensorboard`` without DIR: ``""``).
+    choices : tuple
+        The values the command line offers, where the setting takes more (``--preset``).
+    """
+
+    metavar: str = ""
+    default: str = ""
+    const: Any = _MISSING
+    choices: tuple = ()
+
+
+def flagged(field: Any, flag: Flag) -> Any:
+    """``field`` (a :func:`~esnb.settings.setting`) with ``flag`` beside its declaration."""
+    default = {"default": field.default} if field.default is not dataclasses.MISSING \
+        else {"default_factory": field.default_factory}
+    return dataclasses.field(**default, metadata={**field.metadata, "flag": flag})
 
 
 def _bounds(low: float | None, high: float | None, low_open: bool) -> str:
@@ -100,11 +137,12 @@ def _parser_for(name: str, meta: Setting) -> Callable[[str], Any]:
     return parse
 
 
-def help_text(name: str, meta: Setting, default: Any, note: str | None = None) -> str:
-    """``--help`` text: the sentence, then default, paper value, live (and ``note``, e.g. a
-    benchmark's flag saying the config's own default); then why the paper value differs
-    (:data:`LEGEND` explains the bracket)."""
-    parts = [f"default: {show(default)}"]
+def help_text(name: str, meta: Setting, default: Any, note: str | None = None,
+              shown: str = "") -> str:
+    """``--help`` text: the sentence, then default (``shown``: in words), paper value, live
+    (and ``note``, e.g. a benchmark's flag saying the config's own default); then why the
+    paper value differs (:data:`LEGEND` explains the bracket)."""
+    parts = [f"default: {shown or show(default)}"]
     differs = meta.has_paper and meta.paper != default
     if differs:
         parts.append(f"paper: {show(meta.paper)}")
@@ -127,13 +165,17 @@ LEGEND = ("[default: X; paper: Y; live]: default is the laptop preset's value (2
 
 
 def add_arguments(parser: argparse.ArgumentParser, cls: type[Settings],
-                  skip: Iterable[str] = (), only: Iterable[str] | None = None) -> None:
+                  skip: Iterable[str] = (), only: Iterable[str] | None = None,
+                  title: str | None = None) -> None:
     """One flag per setting of ``cls`` (argparse's default is "not given", so presets apply).
 
     Booleans get ``--x/--no-x``; layer sizes take several integers; dicts take JSON. ``only``
-    names the settings to offer (a benchmark's few), ``skip`` those to leave out.
+    names the settings to offer (a benchmark's few), ``skip`` those to leave out; ``title``
+    names their group in ``--help`` (default: the settings of ``cls``). A setting declared
+    with a :class:`Flag` reads as it says.
     """
-    group = parser.add_argument_group(f"{cls.display_name()} settings")
+    group = parser.add_argument_group(title or f"{cls.display_name()} settings")
+    flags = {f.name: f.metadata.get("flag") for f in dataclasses.fields(cls)}
     skip = set(skip)
     if only is not None:
         only = set(only)
@@ -143,9 +185,13 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type[Settings],
     for name, (meta, default) in cls.declarations().items():
         if not meta.cli or name in skip or (only is not None and name not in only):
             continue
+        flag = flags.get(name)
         kw: dict[str, Any] = dict(dest=name, default=argparse.SUPPRESS,
-                                  help=help_text(name, meta, default))
-        if meta.kind == "bool":
+                                  help=help_text(name, meta, default,
+                                                 shown=flag.default if flag else ""))
+        if flag is not None and meta.kind != "bool":
+            kw.update(_flag_reading(meta, flag))
+        elif meta.kind == "bool":
             kw["action"] = argparse.BooleanOptionalAction
         else:
             kw["type"] = _parser_for(name, meta)
@@ -158,6 +204,22 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type[Settings],
             elif meta.kind == "ints":
                 kw["nargs"] = "+"
         group.add_argument(meta.flag or _flag(name), **kw)
+
+
+def _flag_reading(meta: Setting, flag: Flag) -> dict[str, Any]:
+    """argparse's keywords of a setting declared with a :class:`Flag`: a number is checked
+    against its bounds as it is read."""
+    kw: dict[str, Any] = {"metavar": flag.metavar or None}
+    if meta.kind == "int":
+        kw["type"] = integer(None if meta.low is None else int(meta.low),
+                             None if meta.high is None else int(meta.high))
+    elif meta.kind == "float":
+        kw["type"] = number(meta.low, meta.high, meta.low_open)
+    if flag.const is not _MISSING:
+        kw.update(nargs="?", const=flag.const)
+    if flag.choices or meta.choices:
+        kw["choices"] = list(flag.choices or meta.choices)
+    return kw
 
 
 def given(args: argparse.Namespace, cls: type[Settings]) -> dict[str, Any]:

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import html
 import threading
+from typing import TYPE_CHECKING
 
 import ipywidgets as widgets
 
 from esnb.ui.liveplot import LivePlot
 from esnb.ui.panel import ERROR_STYLE, ControlPanel
+
+if TYPE_CHECKING:
+    from esnb.views.protocol import SteeredRun
 
 
 class Dashboard(widgets.VBox):
@@ -32,9 +36,9 @@ class Dashboard(widgets.VBox):
         The last one asked for.
     """
 
-    def __init__(self, runner, *, budget: dict | None = None, update_interval: float = 0.5,
-                 max_points: int = 20_000, width: int = 460, height: int = 300,
-                 video: dict | None = None, **kwargs):
+    def __init__(self, runner: SteeredRun, *, budget: dict | None = None,
+                 update_interval: float = 0.5, max_points: int = 20_000, width: int = 460,
+                 height: int = 300, video: dict | None = None, **kwargs):
         self.runner = runner
         self.panel = ControlPanel(runner, budget=budget)
         self.plot = LivePlot(runner, update_interval=update_interval, max_points=max_points,
@@ -59,7 +63,7 @@ class Dashboard(widgets.VBox):
 
     def record_episode(self):
         """What the button does: render an episode of the current policy; the video shows
-        under the plot when ready (returns the :class:`~esnb.video.Video`, or None when it
+        under the plot when ready (returns the :class:`~esnb.views.video.Video`, or None when it
         could not start: the reason is shown)."""
         it = self.runner.iteration_column.replace("_", " ")
         self._say_video("rendering an episode of the current policy…")
@@ -99,13 +103,14 @@ class Dashboard(widgets.VBox):
         super().close()
 
 
-def dashboard(runner, **kwargs) -> Dashboard:
+def dashboard(runner: SteeredRun, **kwargs) -> Dashboard:
     """Controls, buttons, status and live plot of ``runner`` in one widget.
 
     Parameters
     ----------
-    runner : esnb.runners.base.Runner
-        Started or not, running, finished, failed or loaded from a checkpoint.
+    runner : SteeredRun
+        A runner (started or not, running, finished, failed or loaded from a checkpoint), or
+        an attached run (:class:`~esnb.views.protocol.SteeredRun`: either shows here).
     **kwargs
         ``budget`` for the start button; ``update_interval``, ``max_points``, ``width``,
         ``height`` for the plot; ``video``: what "record episode" passes to

@@ -1,6 +1,6 @@
 """``LivePlot``: a runner's history as a bokeh figure that grows while the run runs.
 
-The figure is :class:`esnb.figures.RunFigure` — the drawing ``runner.plot()`` exports —
+The figure is :class:`esnb.views.figures.RunFigure` — the drawing ``runner.plot()`` exports —
 wrapped in ``jupyter_bokeh.BokehModel``, an ipywidget: it sits in any ipywidgets layout and
 updates through its comm, without ``push_notebook`` or a bokeh server. New history rows and
 control changes are appended with ``ColumnDataSource.stream`` (with rollover) by the UI pump
@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bokeh.events import DocumentReady
 from jupyter_bokeh import BokehModel
 
-from esnb.figures import RunFigure
-from esnb.runners.plotspec import known_columns, panels_for
+from esnb.runners.plotspec import known_columns
 from esnb.ui.pump import PUMP
 
+if TYPE_CHECKING:
+    from esnb.views.protocol import RunView
+from esnb.views.figures import RunFigure
 
-def _change_rows(runner) -> list[dict[str, Any]]:
+
+def _change_rows(runner: RunView) -> list[dict[str, Any]]:
     changes = runner.changes
     return changes.to_dict("records") if len(changes) else []
 
@@ -59,8 +62,9 @@ class LivePlot(BokehModel):
 
     Parameters
     ----------
-    runner : esnb.runners.base.Runner
-        Running, idle, finished, failed or loaded from a checkpoint: the plot starts with the
+    runner : RunView
+        A runner (running, idle, finished, failed or loaded from a checkpoint) or an attached
+        run (:class:`~esnb.views.protocol.RunView`): the plot starts with the
         history so far and follows whatever comes next.
     update_interval : float
         Seconds between updates (default 0.5: two per second at most).
@@ -74,8 +78,8 @@ class LivePlot(BokehModel):
     Call :meth:`close` when done with it: the pump keeps a reference to every open plot.
     """
 
-    def __init__(self, runner, *, update_interval: float = 0.5, max_points: int = 20_000,
-                 width: int = 460, height: int = 300, **kwargs):
+    def __init__(self, runner: RunView, *, update_interval: float = 0.5,
+                 max_points: int = 20_000, width: int = 460, height: int = 300, **kwargs):
         if update_interval <= 0:
             raise ValueError(f"update_interval must be > 0, got {update_interval}")
         if max_points < 1:
@@ -89,7 +93,7 @@ class LivePlot(BokehModel):
         self._resend = False
         records = runner.records
         self.run_figure = RunFigure(
-            panels_for(runner), runner.iteration_column, known_columns(runner, records),
+            runner.panels(), runner.iteration_column, known_columns(runner, records),
             title=f"{runner.title} {runner.name}", width=width, height=height,
             max_points=int(max_points))
         # the history so far (a resumed run's included) goes in before the widget exists, so

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import html
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 
 from esnb.record import finite_float
 from esnb.ui.fields import control_widget, rounded, short, show_value
 from esnb.ui.pump import PUMP
+
+if TYPE_CHECKING:
+    from esnb.views.protocol import RunView, SteeredRun
 
 ERROR_STYLE = "color:#b00020"
 INFO_STYLE = "color:#2e7d32"
@@ -50,15 +53,15 @@ def _elapsed(seconds: float) -> str:
     return f"{hours} h {minutes:02d} min"
 
 
-def dashboard_link(runner) -> str | None:
-    """The Dask dashboard's address of the runner's executor (None inline)."""
+def dashboard_link(runner: RunView) -> str | None:
+    """The Dask dashboard's address of the run's cluster (None inline)."""
     try:
-        return getattr(runner.executor, "dashboard_link", None) or None
+        return runner.dashboard_link or None
     except Exception:  # no dashboard (e.g. bokeh missing on the scheduler): no link
         return None
 
 
-def status_html(runner, row: dict | None, link: str | None) -> str:
+def status_html(runner: RunView, row: dict | None, link: str | None) -> str:
     """One line: state, iteration, env steps, steps/s, elapsed, dashboard link."""
     it = runner.iteration_column.replace("_", " ")
     parts = [f"<b>{html.escape(runner.state)}</b>", f"{it} {runner.iteration:,}"]
@@ -78,7 +81,7 @@ def status_html(runner, row: dict | None, link: str | None) -> str:
     return " · ".join(parts)
 
 
-def when_applied(runner) -> str:
+def when_applied(runner: RunView) -> str:
     """When a control set now takes effect, said truly for every state of the run."""
     it = runner.iteration_column.replace("_", " ")
     state = runner.state
@@ -94,7 +97,8 @@ class ControlPanel(widgets.VBox):
 
     Parameters
     ----------
-    runner : esnb.runners.base.Runner
+    runner : SteeredRun
+        A runner, or an attached run (:class:`~esnb.views.protocol.SteeredRun`).
     budget : dict, optional
         What the start button passes to ``runner.start`` (e.g. ``{"generations": 100}``);
         default: run until stopped.
@@ -117,8 +121,8 @@ class ControlPanel(widgets.VBox):
         Why the run failed, while it is failed.
     """
 
-    def __init__(self, runner, *, budget: dict | None = None, status_interval: float = 0.25,
-                 **kwargs):
+    def __init__(self, runner: SteeredRun, *, budget: dict | None = None,
+                 status_interval: float = 0.25, **kwargs):
         self.runner = runner
         self.budget = dict(budget or {})
         self.status_interval = float(status_interval)

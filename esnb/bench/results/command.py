@@ -1,7 +1,8 @@
 """Run every entry of the results page over seeds and regenerate docs/results.md.
 
 Each entry (:data:`esnb.bench.results.catalogue.ENTRIES`) is run once per seed at its budget
-on one LocalCluster, its final parameters evaluated afresh, and its runs saved as
+on one LocalCluster as a run of the session (``--runs`` keeps their run folders, and resumes a
+seed stopped before its end), its final parameters evaluated afresh, and its runs saved as
 ``docs/results/<key>.json``; the page and its figures are then rendered from every saved
 entry. ``--only`` re-runs some entries and keeps the others' saved runs; ``--render`` runs
 nothing; ``--check`` exits 1 when the page differs from what the saved runs render.
@@ -36,6 +37,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run nothing: exit 1 if the page differs from the saved runs")
     p.add_argument("--root", type=Path, default=None,
                    help="the repository whose docs/ to write (default: this checkout)")
+    p.add_argument("--runs", type=Path, default=None, metavar="DIR",
+                   help="keep each seed's run folder in DIR/<entry>/seed<k>: its checkpoints, "
+                        "and a seed stopped before its end resumes from it (default: a "
+                        "temporary folder per seed)")
 
 
 def repo_root() -> Path:
@@ -54,13 +59,14 @@ def run(args) -> int:
         return 1 if bad else 0
     if not args.render:
         keys = args.only or [e.key for e in ENTRIES]
-        _run_entries([entry(k) for k in keys], root, args.seeds, args.workers)
+        _run_entries([entry(k) for k in keys], root, args.seeds, args.workers, args.runs)
     for path in page.write(root):
         print(f"wrote {path}")
     return 0
 
 
-def _run_entries(entries, root: Path, seeds: int, workers: int) -> None:
+def _run_entries(entries, root: Path, seeds: int, workers: int,
+                 runs: Path | None = None) -> None:
     from esnb.cluster import make_client
 
     client = make_client(workers, dashboard_address=":0", silence_logs=logging.ERROR)
@@ -69,7 +75,8 @@ def _run_entries(entries, root: Path, seeds: int, workers: int) -> None:
             load0, machine = os.getloadavg()[0], hardware()  # the commit the runs ran
             rows = []
             for seed in range(seeds):
-                row = run_seed(e, seed, client)
+                row = run_seed(e, seed, client,
+                               None if runs is None else runs / e.key / f"seed{seed}")
                 rows.append(row)
                 print(f"{e.key} seed {seed}: final {row['final']:.2f} after "
                       f"{row['env_steps']:,} env steps, {row['wall_s']:.0f} s", flush=True)

@@ -1,10 +1,11 @@
 """Running the results page's entries: one whole run per (entry, seed), its learning curve and
 the final evaluation of its final parameters, saved as one JSON file per entry.
 
-A run is a runner of ``esnb train`` (:mod:`esnb.runners.registry`) started with the entry's
-budget and waited for; the curve is the history's score column against env steps and wall
-seconds; the final score is a fresh noise-free evaluation (``runner.evaluate_final``) of the
-parameters the run ended with, not the best evaluation seen during training. EORL's table
+A seed is a run of the session (:mod:`esnb.session`), as ``esnb train`` runs one: planned,
+with its own run folder, checkpoints and resume, to the entry's budget; the curve is the
+history's score column against env steps and wall seconds; the final score is the run's final
+evaluation, a fresh noise-free one (``runner.evaluate_final``) of the parameters the run ended
+with, not the best evaluation seen during training. EORL's table
 cells run :func:`esnb.runners.eorl.tasks.run_one` (the paper's metric: the mean return of the
 last 100 training episodes).
 """
@@ -33,27 +34,44 @@ CI_SEED = 0
 PACKAGES = ("esnb", "numpy", "torch", "gymnasium", "mujoco", "dask", "distributed")
 
 
-def run_seed(entry: Entry, seed: int, client) -> dict[str, Any]:
+def run_seed(entry: Entry, seed: int, client, folder: Path | None = None) -> dict[str, Any]:
     """One seed of ``entry``: ``{seed, final, final_std, env_steps, wall_s, curve}``;
-    ``curve`` is a list of ``[env_steps, wall_seconds, score]``."""
+    ``curve`` is a list of ``[env_steps, wall_seconds, score]``.
+
+    The seed is a run of the session (:func:`esnb.session.run.run`) on ``client`` with its
+    own run folder, ``folder`` (default: a temporary one): its checkpoints go there, and a
+    folder holding a checkpoint but no summary (a run stopped before its end) is resumed.
+    A signal stops the run after its iteration, its checkpoint written, and raises
+    ``KeyboardInterrupt``.
+    """
     if entry.algorithm == "eorl-table":
         return _eorl_seed(entry, seed)
-    from esnb.runners.registry import algorithms
+    import tempfile
 
-    cls = algorithms()[entry.algorithm].load_runner()
-    runner = cls(entry.env, client=client, preset=entry.preset, seed=seed,
-                 name=f"results-{entry.key}-{seed}", **entry.settings)
-    try:
-        runner.start(**entry.budget)
-        runner.wait()
-        if runner.error is not None:
-            raise RuntimeError(f"{entry.key} seed {seed} failed: {runner.error}")
-        returns = runner.evaluate_final(entry.eval_episodes)
-        history = runner.history
-    finally:
-        runner.close()
+    if folder is None:
+        with tempfile.TemporaryDirectory(prefix=f"esnb-results-{entry.key}-") as where:
+            return run_seed(entry, seed, client, Path(where) / f"seed{seed}")
+    from esnb.session.options import RunOptions
+    from esnb.session.plan import plan
+    from esnb.session.run import run
+
+    folder = Path(folder)
+    resume = (folder / "checkpoint.npz").exists() and not (folder / "summary.json").exists()
+    options = RunOptions.of(preset=entry.preset, name=f"results-{entry.key}-{seed}",
+                            out=str(folder), progress=False, final_eval=entry.eval_episodes,
+                            resume=str(folder) if resume else None)
+    settings = {} if resume else {"env": entry.env, "seed": seed, **entry.settings}
+    checked = plan(entry.algorithm, settings, options, entry.budget, check_cluster_now=False)
+    outcome = run(checked, executor=client, say=False)
+    if outcome.stopped:
+        raise KeyboardInterrupt(f"{entry.key} seed {seed} stopped; its run folder {folder} "
+                                f"resumes it")
+    import pandas as pd
+
+    history = pd.DataFrame(outcome.records)
     last = history.iloc[-1]
-    return {"seed": seed, "final": float(returns.mean()), "final_std": float(returns.std()),
+    return {"seed": seed, "final": outcome.summary["final_eval_mean"],
+            "final_std": outcome.summary["final_eval_std"],
             "env_steps": int(last["env_steps"]), "wall_s": float(last["wall_time"]),
             "curve": _curve(history)}
 

@@ -7,14 +7,16 @@ history in one go; :class:`esnb.ui.LivePlot` appends the rows a running runner a
 through :meth:`RunFigure.add`, so the static export and the live plot are the same drawing.
 :func:`plot` (``esnb.ui.plot(runner)``, ``runner.plot()``) draws a runner's whole history.
 
-Its place is beside the runners, not in the UI: it draws with bokeh and knows no widget, and
-``runner.plot()`` and the CLI's ``plot.html`` import it directly (runners never import the UI).
+Its place is among the views, not in the UI: it draws with bokeh and knows no widget; it reads
+a :class:`~esnb.views.protocol.RunView` (a local runner or an attached run) and nothing else of
+it. ``runner.plot()`` calls it by name (:attr:`esnb.runners.base.Runner.drawing`: runners import
+no view) and the run folder's ``plot.html`` is ``runner.plot()``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from bokeh.core.properties import value
@@ -31,14 +33,10 @@ from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 
 from esnb.record import finite_float
-from esnb.runners.plotspec import (
-    RETURN_PANELS,
-    PlotPanel,
-    axis_label,
-    known_columns,
-    panels_for,
-    resolve_x,
-)
+from esnb.runners.plotspec import RETURN_PANELS, PlotPanel, axis_label, known_columns, resolve_x
+
+if TYPE_CHECKING:
+    from esnb.views.protocol import RunView
 
 MARKER_COLOR = "#888888"
 FINAL_COLOR = "#8b0000"
@@ -283,7 +281,7 @@ def _records(frame: pd.DataFrame | None) -> list[dict[str, Any]]:
 
 def history_figure(history: pd.DataFrame, changes: pd.DataFrame | None = None,
                    title: str = "", width: int = 460, height: int = 300, *,
-                   runner: Any = None, panels: Sequence[PlotPanel] | None = None,
+                   runner: RunView | None = None, panels: Sequence[PlotPanel] | None = None,
                    iteration_column: str | None = None):
     """The figure of a finished (or paused) run: what :class:`~esnb.ui.LivePlot` shows.
 
@@ -294,8 +292,8 @@ def history_figure(history: pd.DataFrame, changes: pd.DataFrame | None = None,
     title : str
     width, height : int
         Smallest width of one panel (it follows the page) and the height of its frame.
-    runner : Runner, optional
-        Supplies the panels (:func:`~esnb.runners.plotspec.panels_for`), the iteration column
+    runner : RunView, optional
+        A runner or an attached run: supplies the panels (``runner.panels()``), the iteration column
         and the final evaluation (``runner.final_evaluation``), marked when there is one.
     panels : sequence of PlotPanel, optional
         Overrides the runner's panels (default without a runner: the return panels).
@@ -307,7 +305,7 @@ def history_figure(history: pd.DataFrame, changes: pd.DataFrame | None = None,
     bokeh.models.GridPlot
     """
     if panels is None:
-        panels = panels_for(runner) if runner is not None else list(RETURN_PANELS)
+        panels = runner.panels() if runner is not None else list(RETURN_PANELS)
     if iteration_column is None:
         iteration_column = getattr(runner, "iteration_column", "generation")
     rows = _records(history)
@@ -320,7 +318,8 @@ def history_figure(history: pd.DataFrame, changes: pd.DataFrame | None = None,
     return fig.layout
 
 
-def plot(runner):
-    """The figure of ``runner``'s history so far (bokeh; ``runner.final_evaluation`` starred)."""
+def plot(runner: RunView):
+    """The figure of a run's history so far (bokeh; ``runner.final_evaluation`` starred): a
+    local runner's or an attached run's."""
     return history_figure(runner.history, runner.changes,
                           title=f"{runner.title} {runner.name}", runner=runner)

@@ -1,18 +1,20 @@
-"""``esnb.launch``: a run in a process of its own, checked first, attached as soon as it serves.
+"""``esnb.launch``: a run in a process of its own, planned and checked here, attached as soon
+as it serves.
 
-The run is ``python -m esnb.cli train <algorithm> --serve ...`` started in a new session
+The run is planned here by the same code as ``esnb train`` (:func:`esnb.session.plan.plan`:
+the options, every setting, the env id, the run folder made), so a bad value is one line
+before any process starts; the plan goes into the run folder (``plan.json``) and the run is
+``python -m esnb.cli run-plan <run folder>/plan.json`` started in a new session
 (``start_new_session``): a kernel's restart, interrupt or death does not reach it, nor its
-workers. Its settings are checked here first by the same code as ``esnb train`` (the command's
-own parser, :func:`esnb.cli.run.plan_run`), so a bad value is one line before any process
-starts; its output goes to ``run.log`` in its run folder. It runs with this kernel's ``esnb``
-and ``jobqueue`` dask config (what ``dask.config.set`` changed here too); ``cluster=`` chooses
-its own cluster: a LocalCluster, or a batch cluster (``"slurm"``: its workers are SLURM jobs,
-its scheduler in the run's process, served as a LocalCluster's is).
+workers, and no setting travels as text on its command line. Its output goes to ``run.log``
+in its run folder. It runs with this kernel's ``esnb`` and ``jobqueue`` dask config (what
+``dask.config.set`` changed here too); ``cluster=`` chooses its own cluster: a LocalCluster,
+or a batch cluster (``"slurm"``: its workers are SLURM jobs, its scheduler in the run's
+process, served as a LocalCluster's is).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -22,55 +24,43 @@ import time
 from pathlib import Path
 from typing import Any
 
-from esnb.remote.attach import AttachedRun, alive, attach, last_line, serving_info
+from esnb.remote.attach import AttachedRun, attach
+from esnb.remote.folders import alive, last_line, serving_info
 from esnb.remote.serve import BATCH
+from esnb.session.options import RunOptions
 
 #: what ``cluster=`` takes: the clusters a run starts and owns
 CLUSTERS = ("local", *BATCH)
 
 
-class _Parser(argparse.ArgumentParser):
-    """``esnb train <algorithm>``'s flags; a bad one raises (a kernel must not exit)."""
-
-    def error(self, message: str):
-        raise ValueError(message)
-
-
-def _command(algorithm: str, workers: int, address: str | None, name: str | None,
-             out: str | None, preset: str, final_eval: int, checkpoint_every: float,
-             budget_and_settings: dict[str, Any]):
-    """The algorithm, the ``esnb train`` arguments and their parsed namespace."""
-    from esnb.cli import common
-    from esnb.cli import train as trainer
-    from esnb.runners.registry import algorithms
+def _split(algorithm: str, given: dict[str, Any]) -> tuple[Any, dict, dict, dict, dict]:
+    """The registry's entry and ``given`` split into run options, budget (by counter or by
+    its flag's name), the algorithm's own command flags and settings."""
+    from esnb.runners.registry import algorithms, load
 
     algos = algorithms()
     if algorithm not in algos:
         raise ValueError(f"unknown algorithm {algorithm!r}; known: {', '.join(algos)}")
     algo = algos[algorithm]
-    flags = {key: flag for flag, (key, _) in algo.budgets.items()}
-    flags.update({flag.replace("-", "_"): flag for flag in algo.budgets})  # or its flag's name
-    argv = ["--serve", "--no-progress", "--workers", str(workers), "--preset", preset,
-            "--final-eval", str(final_eval), "--checkpoint-every", str(checkpoint_every)]
-    for key, value in (("--address", address), ("--name", name), ("--out", out)):
-        if value is not None:
-            argv += [key, str(value)]
-    settings = {}
-    for key, value in budget_and_settings.items():
-        if key in flags:
-            argv += ["--" + flags[key], str(value)]
+    counters = {key: key for _, (key, _) in algo.budgets.items()}
+    counters.update({flag.replace("-", "_"): key for flag, (key, _) in algo.budgets.items()})
+    command = set(load(algo.flags).names()) if algo.flags else set()
+    options, budget, flags, settings = {}, {}, {}, {}
+    for key, value in given.items():
+        if key in RunOptions.names():
+            options[key] = value
+        elif key in counters:
+            budget[counters[key]] = value
+        elif key in command:
+            flags[key] = value
         else:
             settings[key] = value
     try:
-        text = json.dumps(settings)
+        json.dumps(settings)
     except TypeError as exc:
         raise ValueError(f"settings must be plain values (numbers, strings, lists, dicts): "
                          f"{exc}") from None
-    argv += ["--settings", text]
-    parser = _Parser(prog=f"esnb train {algorithm}")
-    common.add_run_arguments(parser)
-    trainer.add_arguments(algo, parser)
-    return algo, argv, parser.parse_args(argv)
+    return algo, options, budget, flags, settings
 
 
 def _check_cluster(cluster: str | None) -> str | None:
@@ -101,11 +91,8 @@ def _child_config(cluster: str | None) -> dict[str, str]:
     return out
 
 
-def launch(algorithm: str, env: str | None = None, workers: int = 2,
-           address: str | None = None, name: str | None = None, out: str | None = None,
-           preset: str = "laptop", final_eval: int = 10, checkpoint_every: float = 60.0,
-           timeout: float = 300.0, origin: str | None = None, cluster: str | None = None,
-           **budget_and_settings: Any) -> AttachedRun:
+def launch(algorithm: str, env: str | None = None, timeout: float = 300.0,
+           origin: str | None = None, cluster: str | None = None, **given: Any) -> AttachedRun:
     """Start a run in its own process and attach to it (see :mod:`esnb.remote`).
 
     Parameters
@@ -114,17 +101,6 @@ def launch(algorithm: str, env: str | None = None, workers: int = 2,
         As ``esnb train`` names it: ``es``, ``aesrl``, ``apex``, ...
     env : str, optional
         The environment (else the preset's).
-    workers : int
-        Worker processes of the run's LocalCluster, or the workers its batch cluster keeps
-        (``esnb.cluster.adapt``'s minimum).
-    address : str, optional
-        Refused: the run would serve a scheduler it does not own (the one line says why).
-    name, out : str, optional
-        The run's name (default: algorithm and time) and folder (default ``runs/<name>``).
-    preset : str
-        The settings' preset.
-    final_eval, checkpoint_every
-        As ``esnb train``'s ``--final-eval`` and ``--checkpoint-every``.
     timeout : float
         Seconds to wait for the run to serve (a safety net; it is usually seconds).
     origin : str, optional
@@ -135,9 +111,16 @@ def launch(algorithm: str, env: str | None = None, workers: int = 2,
         ``esnb.cluster.kwargs`` and ``jobqueue.<type>``; the jobs' workers read the run's TLS
         files in its folder, so the run folder must be on a filesystem they share). Default:
         ``esnb.cluster.type`` of the dask config.
-    **budget_and_settings
-        Budgets as ``runner.start()`` takes them (``generations=``, ``env_steps=``, ...);
-        everything else is a setting, checked as ``esnb train`` checks it.
+    **given
+        The run's options, as ``esnb train`` takes them and with its defaults
+        (:class:`~esnb.session.options.RunOptions`): ``workers`` (the run's LocalCluster, or
+        the workers its batch cluster keeps: ``esnb.cluster.adapt``'s minimum), ``name``,
+        ``out``, ``preset``, ``final_eval``, ``checkpoint_every``, ``keep_every``,
+        ``video_every``, ``resume``, ``fork``/``at``, ``controls``, ``tensorboard``,
+        ``mlflow``; ``address`` is refused (the run would serve a scheduler it does not own).
+        The run always serves, without a progress bar. Budgets as ``runner.start()`` takes
+        them (``generations=``, ``env_steps=``, ...) or as their flags name them
+        (``steps=``); everything else is a setting, checked as ``esnb train`` checks it.
 
     Returns
     -------
@@ -147,29 +130,25 @@ def launch(algorithm: str, env: str | None = None, workers: int = 2,
     Raises
     ------
     ValueError
-        A bad setting, budget or cluster (nothing started), or the run's process ended before
-        serving (the line is its log's last).
+        A bad setting, option, budget or cluster (nothing started), or the run's process ended
+        before serving (the line is its log's last).
     """
     import dask.config
 
-    from esnb.cli import run as runs
-    from esnb.cli import train as trainer
+    from esnb.session.plan import plan as make_plan
 
     cluster = _check_cluster(cluster)
     if env is not None:
-        budget_and_settings["env"] = env
+        given["env"] = env
+    algo, options, budget, flags, settings = _split(algorithm, given)
+    options = RunOptions.of(**{**options, "serve": True, "progress": False})
     chosen = dask.config.set({"esnb.cluster.type": cluster}) if cluster is not None \
         else contextlib.nullcontext()
     with chosen:  # the run's cluster type, as its process will read it
-        algo, argv, args = _command(algorithm, workers, address, name, out, preset,
-                                    final_eval, checkpoint_every, budget_and_settings)
         child_config = _child_config(cluster)
-        cls, values = trainer.runner_and_settings(algo, args)
-        plan = runs.plan_run(cls, values, args)  # every check of esnb train; the folder made
-    if name is None:
-        argv += ["--name", plan.name]
-    if out is None:
-        argv += ["--out", str(plan.folder)]
+        # every check of esnb train; the folder made
+        plan = make_plan(algo, settings, options, budget, flags)
+    plan_file = plan.write()
     log_path = plan.folder / "run.log"
     env_vars = {**os.environ, **child_config}
     # the child imports the esnb this kernel imported, wherever that is
@@ -178,9 +157,16 @@ def launch(algorithm: str, env: str | None = None, workers: int = 2,
         [root, *filter(None, [env_vars.get("PYTHONPATH")])])
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "esnb.cli", "train", algorithm, *argv],
+            [sys.executable, "-m", "esnb.cli", "run-plan", str(plan_file)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env_vars,
             start_new_session=True)
+    return _attach_when_served(algo.name, plan, process, log_path, timeout, origin)
+
+
+def _attach_when_served(algorithm: str, plan, process, log_path: Path, timeout: float,
+                        origin: str | None) -> AttachedRun:
+    """The run attached once its ``attach.json`` names its process; one line if it ended
+    first."""
     deadline = time.monotonic() + timeout
     while True:
         info = serving_info(plan.folder)
@@ -188,10 +174,10 @@ def launch(algorithm: str, env: str | None = None, workers: int = 2,
             break
         code = process.poll()
         if code is not None or not alive(process.pid):
-            raise ValueError(f"the {algo.name} run {plan.name!r} ended (exit {code}) before "
+            raise ValueError(f"the {algorithm} run {plan.name!r} ended (exit {code}) before "
                              f"it could be attached: {last_line(log_path)}")
         if time.monotonic() > deadline:
-            raise TimeoutError(f"the {algo.name} run {plan.name!r} (pid {process.pid}) does "
+            raise TimeoutError(f"the {algorithm} run {plan.name!r} (pid {process.pid}) does "
                                f"not serve after {timeout} s: see {log_path}; attach later "
                                f"with esnb.attach({plan.name!r})")
         time.sleep(0.2)

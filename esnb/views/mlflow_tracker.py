@@ -14,7 +14,7 @@ default ``mlruns``) is MLflow's file store, which MLflow 3 keeps in maintenance 
 ``MLFLOW_ALLOW_FILE_STORE=true`` (esnb sets it for a folder it is given); a server's
 ``http://`` URI or a ``sqlite:///`` database (full ``mlflow``) work as MLflow documents. The
 experiment is ``MLFLOW_EXPERIMENT_NAME`` if set, else ``esnb``; the MLflow run is named as
-the esnb run, tagged ``esnb.algorithm``. Steps are as :class:`~esnb.runners.tracking.Tracker`
+the esnb run, tagged ``esnb.algorithm``. Steps are as :class:`~esnb.views.tracking.Tracker`
 chooses them (env steps, else the iteration).
 """
 
@@ -25,7 +25,7 @@ import os
 import time
 from pathlib import Path
 
-from esnb.runners.tracking import Tracker
+from esnb.views.tracking import Tracker
 
 #: the default tracking location: a folder beside the run's command
 DEFAULT_URI = "mlruns"

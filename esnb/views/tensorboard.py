@@ -14,7 +14,7 @@ then ``tensorboard --logdir runs/tb``. A scalar's step is the row's ``env_steps`
 history has it (runs of different algorithms then share an x axis), else the runner's
 iteration counter; the text tag ``controls`` holds each change (``sigma 0.02 → 0.05``) at the
 step of the first iteration that used it, as in ``runner.changes`` (the bookkeeping of
-:class:`esnb.runners.tracking.Tracker`, shared with :class:`esnb.MLflow`).
+:class:`esnb.views.tracking.Tracker`, shared with :class:`esnb.MLflow`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import os
 import time
 from pathlib import Path
 
-from esnb.runners.tracking import Tracker
+from esnb.views.tracking import Tracker
 
 #: the tag of the control changes (a text series)
 CHANGES_TAG = "controls"
