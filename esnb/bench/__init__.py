@@ -12,6 +12,7 @@ timing one thing after the other, and reports medians. Grouped by what each part
 - :mod:`~esnb.bench.soak`: long runs, faults and signals (memory flat, nothing lost uncounted,
   how fast a run stops);
 - :mod:`~esnb.bench.results`: the results page (docs/results.md);
+- :mod:`~esnb.bench.run_path`: ``esnb train``'s run path, this tree against another checkout;
 - :mod:`~esnb.bench.common`: what the benchmarks share (their flags, the report around their
   figures, a program in a fresh interpreter).
 
@@ -40,4 +41,5 @@ BENCHMARKS: dict[str, str] = {
     "es-vs-evotorch": "esnb.bench.peers.es_vs_evotorch",
     "impala-vs-rllib": "esnb.bench.peers.impala_vs_rllib",
     "results": "esnb.bench.results.command",
+    "run-path": "esnb.bench.run_path.command",
 }
