@@ -54,7 +54,8 @@ def test_the_page_states_the_interval_the_seeds_give_and_whether_the_paper_is_ab
     finals = [5.0, 6.0, 7.0, 6.5, 5.5]
     _fake_run(tmp_path, bitflip, finals)
     text = page.render(tmp_path)[page.PAGE]
-    mean, lo, hi = mean_ci(finals, np.random.default_rng(runs.CI_SEED))
+    mean, lo, hi = mean_ci(finals, method=runs.CI_METHOD)  # Student-t
+    assert runs.CI_METHOD == "t" and "Student-t 95% interval" in text
     assert f"**{mean:,.2f}** [{lo:,.2f}, {hi:,.2f}] (5)" in text
     assert "**Below the paper's 8.22**" in text
     assert "Test CPU, 2 cores" in text
@@ -65,6 +66,9 @@ def test_the_page_states_the_interval_the_seeds_give_and_whether_the_paper_is_ab
     _fake_run(tmp_path, aes, [900.0, 950.0, 1000.0, 980.0, 990.0])
     text = page.render(tmp_path)[page.PAGE]
     assert "not comparable, shown for scale" in text
+    # ... and its summary row says so in the row itself
+    row = next(line for line in text.splitlines() if line.startswith(f"| [{aes.title}]"))
+    assert "not comparable" in row
 
 
 def test_check_fails_on_a_stale_page_and_render_repairs_it(tmp_path, capsys):

@@ -1,5 +1,5 @@
-"""Tables over seeds: means with bootstrap 95% confidence intervals, on data whose answer is
-known."""
+"""Tables over seeds: means with Student-t 95% confidence intervals, on data whose answer is
+known, and the coverage of the interval methods measured on draws of known mean."""
 
 from __future__ import annotations
 
@@ -15,16 +15,47 @@ pytest.importorskip("scipy")
 def test_mean_ci_on_known_data():
     # a large normal sample: the 95% interval of the mean is mean +- 1.96 sd / sqrt(n)
     data = np.random.default_rng(1).normal(10.0, 2.0, size=400)
-    mean, low, high = mean_ci(data, np.random.default_rng(0))
+    mean, low, high = mean_ci(data)
     assert mean == pytest.approx(data.mean())
     half = 1.96 * data.std(ddof=1) / np.sqrt(data.size)
-    assert low == pytest.approx(mean - half, abs=0.1 * half)
-    assert high == pytest.approx(mean + half, abs=0.1 * half)
-    # the same generator seed gives the same interval; the interval lies within the data
-    assert mean_ci(data, np.random.default_rng(0)) == (mean, low, high)
+    assert low == pytest.approx(mean - half, rel=0.01) and high == pytest.approx(mean + half,
+                                                                                 rel=0.01)
+    boot = mean_ci(data, np.random.default_rng(0), method="bootstrap")  # many seeds: agree
+    assert boot[1] == pytest.approx(low, abs=0.1 * half)
+    assert mean_ci(data, np.random.default_rng(0), method="bootstrap") == boot  # seeded
+    # five seeds: t(0.975, 4) = 2.776 standard errors each side
     small = [1.0, 2.0, 3.0, 4.0, 5.0]
-    m, lo, hi = mean_ci(small, np.random.default_rng(0))
-    assert m == 3.0 and 1.0 <= lo < 3.0 < hi <= 5.0
+    m, lo, hi = mean_ci(small)
+    se = np.std(small, ddof=1) / np.sqrt(5)
+    assert m == 3.0 and lo == pytest.approx(3.0 - 2.7764 * se, abs=1e-3)
+    assert hi == pytest.approx(3.0 + 2.7764 * se, abs=1e-3)
+    with pytest.raises(ValueError, match="method must be one of"):
+        mean_ci(small, method="bca")
+    with pytest.raises(ValueError, match="pass a seeded rng"):
+        mean_ci(small, method="bootstrap")
+
+
+def test_coverage_of_the_intervals_over_five_seeds():
+    """Why the page uses the t interval: on 1,000 draws of 5 normal scores, a "95%" t interval
+    holds the true mean ~95% of the time, the percentile bootstrap only ~83-88%; with seeds that
+    split into solved and failed (a two-point mixture) the bootstrap falls further."""
+    rng = np.random.default_rng(7)
+
+    def coverage(draw, truth, method):
+        hits = 0
+        for _ in range(1000):
+            _, lo, hi = mean_ci(draw(), np.random.default_rng(int(rng.integers(2**31))),
+                                n_resamples=999, method=method)
+            hits += lo <= truth <= hi
+        return hits / 1000
+
+    normal = lambda: rng.normal(0.0, 1.0, 5)  # noqa: E731
+    t_cover, boot_cover = coverage(normal, 0.0, "t"), coverage(normal, 0.0, "bootstrap")
+    assert 0.93 <= t_cover <= 0.97, t_cover
+    assert boot_cover < 0.90, boot_cover
+    split = lambda: np.where(rng.random(5) < 0.7, 20.0, -20.0)  # noqa: E731
+    truth = 0.7 * 20.0 - 0.3 * 20.0
+    assert coverage(split, truth, "bootstrap") < boot_cover
 
 
 def test_mean_ci_edge_cases():
@@ -32,8 +63,8 @@ def test_mean_ci_edge_cases():
     assert mean_ci([7.0, 7.0, 7.0], rng) == (7.0, 7.0, 7.0)  # no spread: a point interval
     m, lo, hi = mean_ci([4.0], rng)  # one seed: a mean, no interval
     assert m == 4.0 and np.isnan(lo) and np.isnan(hi)
-    m, lo, hi = mean_ci([1.0, np.nan, 3.0], rng)  # NaNs left out
-    assert m == 2.0 and 1.0 <= lo <= hi <= 3.0
+    m, lo, hi = mean_ci([1.0, np.nan, 3.0], rng)  # NaNs left out: two seeds, t(0.975, 1)
+    assert m == 2.0 and (lo, hi) == pytest.approx((2.0 - 12.706, 2.0 + 12.706), abs=1e-3)
 
 
 def test_seed_table_groups_variants():
@@ -43,7 +74,8 @@ def test_seed_table_groups_variants():
     assert list(table.columns) == ["variant", "seeds", "ret", "ret_lo", "ret_hi"]
     assert table.variant.tolist() == ["a", "b"] and table.seeds.tolist() == [3, 3]
     assert table.ret.tolist() == [2.0, 10.0]
-    assert 1.0 <= table.ret_lo[0] < 2.0 < table.ret_hi[0] <= 3.0
+    assert (table.ret_lo[0], table.ret_hi[0]) == mean_ci([1.0, 2.0, 3.0])[1:]
+    assert table.ret_lo[0] < 2.0 < table.ret_hi[0]
     assert (table.ret_lo[1], table.ret_hi[1]) == (10.0, 10.0)
 
 
@@ -58,7 +90,7 @@ def test_format_ci():
 # -- the benchmarks' tables over seeds: the interval is seed_table's on the same data --------
 
 def _interval(values):
-    return mean_ci(values, np.random.default_rng(0))
+    return mean_ci(values)
 
 
 def test_iw_efficiency_table_reports_intervals(tmp_path):
@@ -80,7 +112,7 @@ def test_iw_efficiency_table_reports_intervals(tmp_path):
     k0, k2 = table.iloc[0], table.iloc[1]
     assert (k0.variant, k0.seeds, k0.final_eval) == ("K=0", 5, 3.0)
     assert (k0.final_eval_lo, k0.final_eval_hi) == _interval([1.0, 2.0, 3.0, 4.0, 5.0])[1:]
-    assert 1.0 <= k0.final_eval_lo < 3.0 < k0.final_eval_hi <= 5.0
+    assert k0.final_eval_lo < 3.0 < k0.final_eval_hi
     assert k0.final_eval_std == pytest.approx(np.std([1, 2, 3, 4, 5], ddof=1))
     assert k2.final_eval == 9.0 and np.isnan(k2.final_eval_lo)  # one seed: no interval
     text = format_final_table(table)
@@ -106,7 +138,7 @@ def test_aes_rules_table_reports_intervals_in_the_order_run():
     assert t.seeds.tolist() == [4, 4, 1] and t.final_mean.tolist() == [25.0, 5.0, 7.0]
     assert (t.final_mean_lo[0], t.final_mean_hi[0]) == _interval(finals[
         ("relative_baseline", "online_adaptive")])[1:]
-    assert 10.0 <= t.final_mean_lo[0] < 25.0 < t.final_mean_hi[0] <= 40.0
+    assert t.final_mean_lo[0] < 25.0 < t.final_mean_hi[0]
     assert (t.final_mean_lo[1], t.final_mean_hi[1]) == (5.0, 5.0)
     assert np.isnan(t.final_mean_lo[2]) and np.isnan(t.final_std[2])
     assert t.final_std[0] == pytest.approx(np.std([10, 20, 30, 40], ddof=1))
@@ -130,7 +162,7 @@ def test_eorl_compare_reports_intervals():
     (key0, cells0), (key1, cells1) = rows
     ours, paper, lo, hi = cells0["VAN"]
     assert (ours, paper) == (2.0, 7.69) and (lo, hi) == _interval([1.0, 2.0, 3.0])[1:]
-    assert 1.0 <= lo < 2.0 < hi <= 3.0
+    assert lo < 2.0 < hi
     assert cells0["EORL-FIX"][2:] == (4.0, 4.0)
     assert cells1["VAN"][0] == 0.5 and np.isnan(cells1["VAN"][2])  # one seed
     text = format_table(rows, algorithms, "bitflip")
@@ -149,6 +181,6 @@ def test_impala_lag_table_reports_intervals():
     assert len(t) == 4 and (t.seeds == 3).all()
     row = t[(t.lag == 0) & (t.correction == "none")].iloc[0]
     assert (row.eval_mean, row.eval_seed_min, row.eval_seed_max) == (110.0, 100.0, 120.0)
-    assert 100.0 <= row.eval_mean_lo < 110.0 < row.eval_mean_hi <= 120.0
+    assert (row.eval_mean_lo, row.eval_mean_hi) == _interval([100.0, 110.0, 120.0])[1:]
     assert (row.train_last_quarter_lo, row.train_last_quarter_hi) == (50.0, 50.0)
     assert "110.0 [" in impala_verdicts(t)[0]

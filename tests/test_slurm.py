@@ -195,8 +195,9 @@ def test_apex_learns_through_slurm_and_survives_its_actor_job_killed(slurm, tmp_
 # before a time limit): without either the signal goes to job steps only, and there are none;
 # with a shell in between (no exec), --batch reaches only the shell, which runs a trap only once
 # its child has ended. A plain `scancel` (as a preemption or a time limit) sends SIGTERM to
-# every process of the job and SIGKILL KillWait seconds later (5 s in scripts/slurm/start,
-# SLURM's default 30 s): the checkpoint must be written by then.
+# every process of the job and SIGKILL KillWait seconds later (60 s in scripts/slurm/start,
+# SLURM's default 30 s; with 5 a loaded machine once took longer to write the checkpoint and
+# the job died by SIGKILL): the checkpoint must be written by then.
 JOB = """#!/bin/bash
 #SBATCH --job-name={name}
 #SBATCH --output={folder}/job-%j.out

@@ -159,7 +159,7 @@ def aes_rules_table(runs: list[dict], rng: np.random.Generator | None = None) ->
     the paper's HalfCheetah and Walker2d means; the ``*_of_best`` columns put each on the
     scale of its table's best combination (:func:`_of_best`).
 
-    Means over seeds come with bootstrap 95% intervals (``<column>_lo``, ``<column>_hi``;
+    Means over seeds come with Student-t 95% intervals (``<column>_lo``, ``<column>_hi``;
     NaN with one seed, see :func:`esnb.runners.sweep.mean_ci`): ``final_mean`` (the final
     return), ``p_mean``, ``var_final``, ``updates``, ``seconds``; ``final_std`` is the seeds'
     std. ``rng`` draws the resamples (default: ``np.random.default_rng(0)``, reproducible).
@@ -183,7 +183,7 @@ def aes_rules_table(runs: list[dict], rng: np.random.Generator | None = None) ->
 
 def format_rules_table(table: pd.DataFrame) -> str:
     """:func:`aes_rules_table` as printed text: the final return as ``mean [low, high]``
-    (bootstrap 95% interval over seeds), the seeds' std, mean p, final variance, updates."""
+    (Student-t 95% interval over seeds), the seeds' std, mean p, final variance, updates."""
     from esnb.runners.sweep import format_ci
 
     lines = [f"  {'mean rule':<19}{'variance rule':<17}{'seeds':>6}"
@@ -205,7 +205,7 @@ _SHORT = {"one_plus_one": "(1+1)", "rank_async": "rank", "fixed_linear": "linear
 
 def aes_rules_figure(table: pd.DataFrame):
     """Each combination's mean final return on the scale of the best combination's: the
-    paper's HalfCheetah and Walker2d (Table 2) and esnb's, with whiskers at the bootstrap 95%
+    paper's HalfCheetah and Walker2d (Table 2) and esnb's, with whiskers at the Student-t 95%
     interval of esnb's mean over seeds (none with one seed)."""
     from bokeh.models import ColumnDataSource, FactorRange, Whisker
     from bokeh.plotting import figure

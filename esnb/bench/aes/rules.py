@@ -5,7 +5,7 @@ Lee et al. 2020, Table 2 compared (1+1)-ES with the success rule, the asynchrono
 final return after 1M steps (10 seeds). Here the same 10 combinations run AES-RL for a short
 budget on a small task, ``--seeds`` seeds each (default 3), one run after another on one
 LocalCluster; reported: mean over seeds of the final return (10 noise-free episodes of the
-final mean) with its bootstrap 95% interval and the seeds' std, the mean update ratio p and
+final mean) with its Student-t 95% interval and the seeds' std, the mean update ratio p and
 the final mean variance (:func:`esnb.bench.aes.paper.aes_rules_table`). The reduced setting
 and the time the benchmark took are printed with the table.
 
@@ -102,7 +102,7 @@ def run(args) -> int:
     table = aes_rules_table(runs, np.random.default_rng(0))
     print()
     print(f"aes-rules: final return of the mean (10 noise-free episodes), {args.seeds} seeds: "
-          f"mean over seeds [bootstrap 95% interval]")
+          f"mean over seeds [Student-t 95% interval]")
     print(f"reduced setting: {args.env} capped at {args.max_episode_steps} steps, "
           f"{args.steps:,.0f} env steps per run, RL from {args.rl_start_step:,}, networks "
           f"{'-'.join(map(str, args.hidden))}, r = |f_b| = {args.range:g}, m = 3, "

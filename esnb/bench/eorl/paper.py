@@ -14,7 +14,7 @@ def eorl_cells(table: pd.DataFrame, env: str) -> pd.DataFrame:
     """esnb's table (:func:`esnb.runners.eorl.table.run_table`) against the paper's values,
     one row per (environment version, algorithm): ``version``, ``algorithm``, ``ours``
     (mean over seeds of the mean return of the last 100 episodes), ``ours_lo``/``ours_hi``
-    (its bootstrap 95% interval, NaN with one seed), ``paper``."""
+    (its Student-t 95% interval, NaN with one seed), ``paper``."""
     from esnb.bench.eorl.tables import compare
 
     rows, _ = compare(table, env)

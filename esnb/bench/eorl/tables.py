@@ -4,7 +4,7 @@
 decay 0.99. ``--env gridnav`` is a subset of Table 3: sizes 8-20; subgoal versions 0, 1, 2+ at
 stochasticity 0 and 0.1 and 2- at 0 (the paper has no 2- row at 0.1); 1000 episodes (decay
 0.995) for versions 0 and 1, 2500 (0.998) for 2+ and 2-. Every cell is the mean reward over the
-last 100 training episodes, averaged over seeds, printed as ``ours (paper)`` with the bootstrap
+last 100 training episodes, averaged over seeds, printed as ``ours (paper)`` with the Student-t
 95% interval of ours under it (:func:`esnb.runners.sweep.mean_ci`; none with one seed).
 
 The full tables are thousands of runs, so the default is a **reduced** setting that runs in
@@ -160,7 +160,7 @@ def paper_value(env: str, key: tuple, algorithm: str) -> float | None:
 
 def compare(table, env: str, rng: np.random.Generator | None = None):
     """Rows of (key, {algorithm: (ours, paper, ours_lo, ours_hi)}) in table order, plus the
-    algorithms: ``ours`` is the mean over seeds, ``ours_lo``/``ours_hi`` its bootstrap 95%
+    algorithms: ``ours`` is the mean over seeds, ``ours_lo``/``ours_hi`` its Student-t 95%
     interval (NaN with one seed: :func:`esnb.runners.sweep.mean_ci`), ``paper`` the paper's
     value or None. ``rng`` draws the resamples (default: ``np.random.default_rng(0)``)."""
     from esnb.runners.eorl import COLUMNS
@@ -203,7 +203,7 @@ def _best_counts(rows, algorithms, which: int) -> dict[str, float]:
 
 
 def format_table(rows, algorithms, env: str) -> str:
-    """``ours (paper)`` per cell, the mean over seeds; under each row, the bootstrap 95%
+    """``ours (paper)`` per cell, the mean over seeds; under each row, the Student-t 95%
     intervals of ours (left out when every cell has one seed, said in the last line)."""
     head = "size sub" if env == "bitflip" else "size sub  p  "
     lines = [head + "".join(f"{a:>17}" for a in algorithms)]
@@ -231,7 +231,7 @@ def format_table(rows, algorithms, env: str) -> str:
     best_ours, best_paper = _best_counts(rows, algorithms, 0), _best_counts(rows, algorithms, 1)
     lines.append("best" + pad[4:] + "".join(
         f"{f'{best_ours[a]:4.1f} ({best_paper[a]:4.1f})':>17}" for a in algorithms))
-    lines.append("under each row: bootstrap 95% interval of ours over seeds" if spread else
+    lines.append("under each row: Student-t 95% interval of ours over seeds" if spread else
                  "one seed per cell: no intervals")
     return "\n".join(lines)
 

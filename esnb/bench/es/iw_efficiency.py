@@ -4,7 +4,7 @@ The paper's Figure 1 in small.
 Variants K = 0 (plain OpenAI-ES), 2, 4 and "auto" (adaptive K, ESS/n >= threshold), at two
 learning rates, several seeds each, on one MuJoCo env with fixed-length episodes. Every run is
 one Dask task (inline in its worker), so runs go side by side on all cores. Reported, as means
-over seeds with bootstrap 95% intervals: final noise-free return (and the seeds' std) and the
+over seeds with Student-t 95% intervals: final noise-free return (and the seeds' std) and the
 mean training return over the last 20% of the budget; and a bokeh HTML of return vs env steps
 and vs wall time.
 
@@ -84,7 +84,7 @@ _TABLE_COLUMNS = {"final_eval": "final_eval", "train_return_last20": "train_last
 
 def final_table(finals: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
     """One row per (lr, variant): ``seeds``, and for ``final_eval``, ``train_last20``,
-    ``iw_updates`` and ``wall_time`` the mean over seeds with its bootstrap 95% interval
+    ``iw_updates`` and ``wall_time`` the mean over seeds with its Student-t 95% interval
     (``<column>_lo``, ``<column>_hi``; NaN with one seed: :func:`esnb.runners.sweep.mean_ci`),
     plus ``final_eval_std`` (the seeds' std). ``rng`` draws the resamples: seed it."""
     from esnb.runners.sweep import seed_table
@@ -139,7 +139,7 @@ def run(args) -> int:
     print(f"iw-efficiency on {es.env}: {args.steps:,.0f} env steps per run, population "
           f"{es.population}, sigma {es.sigma}, {args.seeds} seeds, {len(cfgs)} runs on "
           f"{args.workers} workers in {elapsed / 60:.1f} min")
-    print("means over seeds [bootstrap 95% interval]")
+    print("means over seeds [Student-t 95% interval]")
     print(format_final_table(table))
     print(f"plot: {out / 'iw_efficiency.html'}")
     write_json(str(out / "summary.json"),

@@ -249,7 +249,7 @@ def run(args) -> int:
         print()
         print(f"  lagging actors, {args.compare_steps} learner steps each, "
               f"{args.compare_seeds} seed(s): greedy eval (20 episodes) / training return, "
-              f"mean over seeds [bootstrap 95% interval]")
+              f"mean over seeds [Student-t 95% interval]")
         from esnb.bench.impala.paper import impala_lag_table
         from esnb.runners.sweep import format_ci
 

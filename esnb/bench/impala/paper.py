@@ -12,7 +12,7 @@ from esnb.bench.common.report import verdict
 
 def impala_lag_table(rows: list[dict], rng: np.random.Generator | None = None) -> pd.DataFrame:
     """Rows of :func:`esnb.bench.impala.learning.compare` over seeds: one row per (lag, correction)
-    with the greedy evaluation (``eval_mean``, the mean over seeds, with its bootstrap 95%
+    with the greedy evaluation (``eval_mean``, the mean over seeds, with its Student-t 95%
     interval ``eval_mean_lo``/``eval_mean_hi`` and the seeds' ``eval_seed_min``/``_max``),
     the training return of the last quarter (``train_last_quarter`` and its interval), the
     mean ``|log pi/mu|`` the learner saw, the share of clipped rho and the seconds (means over
@@ -73,7 +73,7 @@ def impala_verdicts(table: pd.DataFrame) -> list[str]:
         v, n = t.loc[(lag, "vtrace")], t.loc[(lag, "none")]
         out.append(f"lag {lag}: greedy eval V-trace "
                    f"{format_ci(v.eval_mean, v.eval_mean_lo, v.eval_mean_hi)} vs no correction "
-                   f"{format_ci(n.eval_mean, n.eval_mean_lo, n.eval_mean_hi)} (mean [bootstrap "
+                   f"{format_ci(n.eval_mean, n.eval_mean_lo, n.eval_mean_hi)} (mean [Student-t "
                    f"95% interval] over seeds); |log pi/mu| {v.abs_log_ratio:.3f} vs "
                    f"{n.abs_log_ratio:.3f}")
     gap = [t.loc[(lag, "vtrace")].eval_mean - t.loc[(lag, "none")].eval_mean for lag in lags]

@@ -28,8 +28,6 @@ from esnb.bench.results.catalogue import Entry
 
 #: a curve keeps at most this many points (the page's plots need no more)
 CURVE_POINTS = 80
-#: the bootstrap's generator seed: the same finals give the same interval
-CI_SEED = 0
 #: packages whose versions the page prints
 PACKAGES = ("esnb", "numpy", "torch", "gymnasium", "mujoco", "dask", "distributed")
 
@@ -156,14 +154,18 @@ def save(path: Path, entry: Entry, seeds: list[dict], workers: int,
     path.write_text(json.dumps(doc, indent=1) + "\n")
 
 
+#: the interval the page gives each entry (:func:`esnb.runners.sweep.mean_ci`)
+CI_METHOD = "t"
+
+
 def interval(finals: list[float]) -> dict[str, Any]:
-    """The mean of ``finals`` and its bootstrap 95% interval (generator seeded with
-    :data:`CI_SEED`), kept with the finals it was computed from: the page prints it as saved,
-    so another scipy or numpy cannot move a checked-in number."""
+    """The mean of ``finals`` and its Student-t 95% interval, kept with the finals and the
+    method it was computed from: the page prints it as saved, so another scipy or numpy
+    cannot move a checked-in number (a saved interval of another method is recomputed)."""
     from esnb.runners.sweep import mean_ci
 
-    mean, lo, hi = mean_ci(finals, np.random.default_rng(CI_SEED))
-    return {"finals": list(finals), "mean": mean, "lo": lo, "hi": hi}
+    mean, lo, hi = mean_ci(finals, method=CI_METHOD)
+    return {"finals": list(finals), "method": CI_METHOD, "mean": mean, "lo": lo, "hi": hi}
 
 
 def load(path: Path) -> dict[str, Any] | None:
