@@ -58,4 +58,6 @@ def test_planned_runs_side_by_side_each_a_session_run_with_its_folder(tmp_path, 
         assert [r["return_mean"] for r in a.records] == [r["return_mean"] for r in b.records]
         assert a.summary["final_eval_mean"] == b.summary["final_eval_mean"]
     with pytest.raises(ValueError, match="its own run folder"):
-        run_plans(plans("inline")[:1] * 2, False, progress=False)
+        run_plans(plans("again")[:1] * 2, False, progress=False)
+    with pytest.raises(ValueError, match="inline/seed0 holds a run already"):
+        plans("inline")  # a finished run's folder is not planned over

@@ -133,7 +133,7 @@ def run_case(hosts, name: str, roles: dict, nanny: int) -> dict:
 def main(names: list[str], replay_on_host2: bool = False) -> None:
     """Measure ``names`` (cases of :data:`CASES`) and print the figures. The first worker by
     address (where a replay goes) is this host's, where the run folder is, unless
-    ``replay_on_host2`` (the replay algorithms fail there until issue 34's part 1)."""
+    ``replay_on_host2``."""
     import socket
 
     with two_hosts(first=HOST2 if replay_on_host2 else socket.gethostname()) as hosts:

@@ -116,9 +116,15 @@ def _plugin_parser(subparsers, name: str, module: str):
 
 def list_runs(folder: str) -> int:
     """``esnb runs``: one line per attachable run, or one line saying there is none."""
+    import warnings
+
     from esnb.remote.folders import runs
 
-    table = runs(folder)
+    with warnings.catch_warnings(record=True) as damaged:
+        warnings.simplefilter("always")
+        table = runs(folder)
+    for line in damaged:  # a damaged folder: one line, the others listed
+        print(f"esnb: {line.message}", file=sys.stderr)
     if table.empty:
         print(f"no run to attach in {folder}/ (esnb train <algorithm> --serve starts one)")
         return 0

@@ -22,8 +22,17 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from esnb.controls import Control
-from esnb.remote.folders import RunEnded, _ended, _resolve, last_line, runs, serving_info
+from esnb.remote.folders import (
+    DamagedRun,
+    RunEnded,
+    _ended,
+    _resolve,
+    last_line,
+    runs,
+    serving_info,
+)
 from esnb.remote.serve import HANDLER
+from esnb.session.folder import lock_holder
 
 if TYPE_CHECKING:
     from esnb.runners.plotspec import PlotPanel
@@ -174,8 +183,11 @@ class AttachedRun:
         Once it does not, this handle closes its client at once: the run waits a moment for
         its attached kernels to leave before its scheduler goes, so that no client is left
         reconnecting to it (Dask would log an error in the notebook)."""
-        info = serving_info(self.folder)
-        alive = not self._over and info is not None and int(info["pid"]) == self.pid
+        try:
+            info = serving_info(self.folder)
+        except DamagedRun:  # its file damaged while it runs: the folder's lock says
+            info = {"pid": lock_holder(self.folder)}
+        alive = not self._over and info is not None and info["pid"] == self.pid
         if not alive:
             self._over = True
             self.detach()

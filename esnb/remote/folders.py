@@ -1,19 +1,23 @@
 """What a run folder says of a served run: ``attach.json`` while its run serves, the runs
 that can be attached, the line that says a run has ended.
 
-Read by the kernel's side (:mod:`esnb.remote.attach`) and by a run being planned
-(:func:`esnb.session.plan.check_free`: two runs never write one folder); nothing here opens a
-connection.
+Read by the kernel's side (:mod:`esnb.remote.attach`) and by :func:`esnb.launch`. Whether a
+run is live is its folder's lock's to say (:mod:`esnb.session.folder`), not the file's: a
+damaged or copied ``attach.json`` neither frees a live run's folder nor attaches through
+another; a damaged one is one line (:class:`DamagedRun`), and a listing names it and goes on.
+Nothing here opens a connection.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from esnb.remote.serve import ATTACH_FILE
+from esnb.session.folder import lock_holder
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -36,24 +40,77 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
+#: what ``attach.json`` holds, by type
+ATTACH_KEYS = {"name": str, "algorithm": str, "address": str, "pid": int,
+               "started": (int, float), "ca": str, "cert": str, "key": str}
+
+
+class DamagedRun(ValueError):
+    """A live run whose ``attach.json`` cannot be read as one (what is wrong, in one line)."""
+
+
 def serving_info(folder: Path) -> dict[str, Any] | None:
-    """The ``attach.json`` of a run folder whose run is alive, else None."""
-    try:
-        info = json.loads((Path(folder) / ATTACH_FILE).read_text())
-    except (OSError, ValueError):
+    """The ``attach.json`` of the live run in ``folder`` (its lock held by the process the
+    file names); None when no run serves there (none is live, or it has not served yet).
+
+    Raises
+    ------
+    DamagedRun
+        A live run's file that is unreadable, not JSON, without a key, or naming another
+        process than the one holding the folder (a copied file).
+    """
+    folder = Path(folder)
+    pid = lock_holder(folder)
+    if pid is None:
         return None
-    return info if isinstance(info, dict) and alive(info.get("pid", -1)) else None
+    path = folder / ATTACH_FILE
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None  # starting: it serves once the file is there
+    except OSError as exc:
+        raise DamagedRun(f"{path} cannot be read ({exc.strerror or exc}); its run is "
+                         f"running (pid {pid})") from None
+    try:
+        info = json.loads(text)
+    except ValueError:
+        info = None
+    wrong = _wrong(info)
+    if wrong:
+        raise DamagedRun(f"{path} is damaged ({wrong}): the run there is running (pid {pid}) "
+                         f"but cannot be attached through it; it still writes {folder}")
+    if pid > 0 and info["pid"] != pid:
+        raise DamagedRun(f"{path} names pid {info['pid']}, but the run holding {folder} is "
+                         f"pid {pid}: a copied attach.json does not attach")
+    return info
+
+
+def _wrong(info) -> str | None:
+    """What keeps ``info`` from being an ``attach.json``, else None."""
+    if not isinstance(info, dict):
+        return "not a JSON object"
+    missing = [k for k in ATTACH_KEYS if k not in info]
+    if missing:
+        return f"no {', '.join(missing)}"
+    bad = [k for k, kind in ATTACH_KEYS.items()
+           if not isinstance(info[k], kind) or isinstance(info[k], bool)]
+    return f"{', '.join(bad)} of the wrong type" if bad else None
 
 
 def runs(folder="runs") -> pd.DataFrame:
     """The runs under ``folder`` that can be attached: one row each (name, algorithm, pid,
-    address, started, folder), oldest first."""
+    address, started, folder), oldest first. A folder whose live run's ``attach.json`` is
+    damaged is named in one warning line each (:class:`DamagedRun`'s), and the others listed."""
     import pandas as pd
 
     rows = []
     root = Path(folder)
     for sub in sorted(root.iterdir()) if root.is_dir() else ():
-        info = serving_info(sub)
+        try:
+            info = serving_info(sub) if sub.is_dir() else None
+        except DamagedRun as exc:
+            warnings.warn(str(exc), RuntimeWarning, stacklevel=2)
+            continue
         if info is not None:
             rows.append({"name": info["name"], "algorithm": info["algorithm"],
                          "pid": info["pid"], "address": info["address"],

@@ -245,9 +245,13 @@ class Runner(RunThread):
     def changes(self) -> pd.DataFrame:
         import pandas as pd
 
-        cols = [self.iteration_column, "wall_time", "env_steps", "name", "old", "new", "version",
-                "origin"]
-        return pd.DataFrame(list(self._change_log), columns=cols)
+        return pd.DataFrame(list(self._change_log), columns=self.change_columns)
+
+    @property
+    def change_columns(self) -> list[str]:
+        """The columns of :attr:`changes` (and of the run folder's ``changes.csv``)."""
+        return [self.iteration_column, "wall_time", "env_steps", "name", "old", "new",
+                "version", "origin"]
 
     def panels(self) -> list[PlotPanel]:
         """The panels the run's plot draws: the return panels, then the runner's own

@@ -10,11 +10,14 @@
   missing or malformed; any refusal is a :class:`~esnb.record.CheckpointError` naming the file.
 - :class:`CheckpointKeeper` makes a running runner write one every ``every`` seconds (between
   iterations, never inside one) and when its run stops or finishes (not when it fails: the
-  state of a failed iteration is not one to resume from).
+  state of a failed iteration is not one to resume from), and keeps the run folder's
+  ``history.csv`` and ``changes.csv`` up to date after every iteration
+  (:mod:`esnb.live_history`).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from pathlib import Path
@@ -22,8 +25,11 @@ from typing import Any
 
 import numpy as np
 
+from esnb.live_history import CsvRows
 from esnb.record import CheckpointError, history_to_json, load_checkpoint, save_checkpoint
 from esnb.settings import check_names
+
+log = logging.getLogger("esnb.runners")
 
 #: meta keys of the lifecycle that are counters (never negative)
 _COUNTERS = ("iteration", "wall_time", "controls_version", "applied_version")
@@ -55,6 +61,7 @@ class CheckpointKeeper:
         self.every = every
         self.last = time.monotonic()
         self.saved = 0
+        self._history = self._changes = None
         check_writable(self.path.parent)
 
     def due(self) -> bool:
@@ -64,7 +71,22 @@ class CheckpointKeeper:
         out = runner.save(self.path)
         self.last = time.monotonic()
         self.saved += 1
+        self.write_history(runner)
         return out
+
+    def write_history(self, runner) -> None:
+        """The run folder's ``history.csv`` and ``changes.csv`` brought up to the run's rows
+        (after every iteration: readable while the run goes and after a crash)."""
+        folder = self.path.parent
+        if self._history is None:
+            self._history = CsvRows(folder / "history.csv")
+            self._changes = CsvRows(folder / "changes.csv", runner.change_columns)
+        try:
+            self._history.write(runner._records)
+            self._changes.write(runner._change_log)
+        except OSError as exc:  # the checkpoint holds the history: the run goes on
+            log.warning("could not write the history of %s into %s: %s", runner.name, folder,
+                        exc)
 
     def after_iteration(self, runner) -> None:
         """The checkpoints due after an iteration: a kept one every :attr:`keep` iterations,
@@ -77,6 +99,8 @@ class CheckpointKeeper:
             runner.save(path)
         if self.due():
             self.save(runner)
+        else:
+            self.write_history(runner)
 
 
 def check_writable(folder) -> Path:

@@ -23,14 +23,13 @@ def check_name(name: str) -> str:
 
 
 def check_free(folder: Path) -> Path:
-    """``folder`` unless a served run still runs there (two runs would write one folder)."""
-    from esnb.remote.folders import serving_info
+    """``folder`` unless a live run holds it (two runs would write one folder): its lock
+    decides (:mod:`esnb.session.folder`), not what a file in it says."""
+    from esnb.session.folder import in_use, lock_holder
 
-    info = serving_info(folder)
-    if info is not None:
-        raise ValueError(f"run {info['name']!r} is running in {folder} (pid {info['pid']}): "
-                         f"attach to it (esnb.attach({str(folder)!r})) or choose another "
-                         f"--name/--out")
+    pid = lock_holder(folder)
+    if pid is not None:
+        raise ValueError(in_use(folder, pid))
     return folder
 
 

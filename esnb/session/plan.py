@@ -40,6 +40,7 @@ from esnb.session.checks import (
     check_name,
     check_schedule,
 )
+from esnb.session.folder import check_new
 from esnb.session.options import RunOptions
 
 #: where run folders go unless ``out`` says
@@ -236,8 +237,16 @@ def plan(algorithm, settings: Mapping[str, Any] | None = None,
     check_schedule(cls, config, options.controls)
     name = check_name(options.name) if options.name is not None else \
         f"{cls.algorithm.lower()}-{time.strftime('%Y%m%d-%H%M%S')}"
-    folder = check_writable(check_free(Path(options.out) if options.out else RUNS / name))
-    return replace(base, name=name, folder=folder, settings=config.to_dict())
+    name, folder = _new_folder(options, name)
+    return replace(base, name=name, folder=check_writable(folder), settings=config.to_dict())
+
+
+def _new_folder(options: RunOptions, name: str) -> tuple[str, Path]:
+    """A new run's name and folder: the one asked for, refused when it holds a run; an
+    unnamed run's default moved to the next free name."""
+    chosen = options.name is not None or bool(options.out)
+    folder = check_new(Path(options.out) if options.out else RUNS / name, chosen)
+    return (name if chosen else folder.name), folder
 
 
 def _plan_resume(base: RunPlan, cls: type, values: dict[str, Any], check_writable) -> RunPlan:
@@ -276,7 +285,10 @@ def _plan_resume(base: RunPlan, cls: type, values: dict[str, Any], check_writabl
                   "changes": {k: v for k, v in live.items() if v != before[k]}}
     name = check_name(options.name) if options.name is not None else \
         (default if options.fork else saved_name)
-    folder = check_writable(check_free(Path(options.out) if options.out else
-                                       (RUNS / name if options.fork else path.parent)))
+    if options.fork or (options.out and Path(options.out).resolve() != path.parent.resolve()):
+        name, folder = _new_folder(options, name)  # a new folder: it must hold no run
+    else:
+        folder = check_free(path.parent)  # the resumed run's own: no live run in it
+    folder = check_writable(folder)
     return replace(base, name=name, folder=folder, resume=path, live_changes=live,
                    saved_target=dict(meta.get("target") or {}), parent=parent)

@@ -28,6 +28,7 @@ from esnb.session.finish import (
     start_videos,
     tensorboard_dir,
 )
+from esnb.session.folder import FolderLock
 from esnb.session.plan import RunPlan
 from esnb.session.progress import Progress, budget_note
 from esnb.session.signals import Interrupts, resume_command, stopped_line
@@ -123,7 +124,9 @@ def run(plan: RunPlan, executor=None, banner: str | None = None, say: bool = Tru
     options = plan.options
     board_dir = tensorboard_dir(options, plan.folder)  # before any cluster: the extra is there
     check_mlflow(options)
-    with Interrupts() as interrupts, _cluster(plan, executor) as (security, where):
+    # the folder is this run's while it runs (a second run into it is refused)
+    with FolderLock(plan.folder), Interrupts() as interrupts, \
+            _cluster(plan, executor) as (security, where):
         runner = build_runner(plan, where)
         interrupts.watch(runner)
         runner.keep_checkpoints(plan.folder / "checkpoint.npz", every=options.checkpoint_every,
