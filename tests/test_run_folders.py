@@ -199,6 +199,18 @@ def test_a_served_runs_folder_with_a_damaged_attach_file(tmp_path, monkeypatch, 
                       generations=100_000)
     folder = tmp_path / "runs" / "served"
     try:
+        assert run.dashboard_link is None  # no dashboard unless asked (esnb.serve.dashboard)
+        # its scheduler's plain-HTTP server answers a health check and shows nothing else
+        import urllib.error
+        import urllib.request
+
+        port = run.client.scheduler_info()["services"]["dashboard"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=30) as page:
+            assert page.status == 200
+        for route in ("status", "info/main/workers.html", "json/counts.json", "metrics"):
+            with pytest.raises(urllib.error.HTTPError) as err:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/{route}", timeout=30)
+            assert err.value.code == 404, route
         good = (folder / "attach.json").read_text()
         (tmp_path / "runs" / "copy").mkdir()
         (tmp_path / "runs" / "copy" / "attach.json").write_text(good)
@@ -229,3 +241,42 @@ def test_a_served_runs_folder_with_a_damaged_attach_file(tmp_path, monkeypatch, 
         if alive(run.process.pid):
             os.killpg(run.process.pid, signal.SIGKILL)
     shutil.rmtree(tmp_path / "runs" / "copy")
+
+
+def test_an_ended_served_run_answers_reads_only_and_keeps_its_folder_open(tmp_path):
+    """The handler of a served run refuses work (set, step, pause, resume) once the run has
+    ended, and still answers reads; serving makes only the credentials private."""
+    import stat
+
+    from distributed import Client, LocalCluster
+
+    from esnb.remote.serve import Serving, credentials
+    from esnb.runners.es import ES, ESConfig
+
+    folder = tmp_path / "run"
+    folder.mkdir(mode=0o755)
+    security = credentials()
+    with LocalCluster(n_workers=1, processes=False, security=security, host="127.0.0.1",
+                      dashboard_address=None) as cluster, \
+            Client(cluster, security=security) as client:
+        runner = ES(client=client, config=ESConfig.build(
+            env="CartPole-v1", population=8, noise_size=200_000, max_episode_steps=50))
+        served = Serving(runner, client, folder, security)
+        try:
+            assert stat.S_IMODE(folder.stat().st_mode) == 0o755
+            assert stat.S_IMODE((folder / "attach").stat().st_mode) == 0o700
+            assert stat.S_IMODE((folder / "attach.json").stat().st_mode) == 0o600
+            runner.start(generations=1)
+            runner.wait()
+            assert runner.state == "finished"
+            for action, kwargs in (("set", {"values": {"sigma": 0.05}, "origin": "k"}),
+                                   ("step", {"n": 1}), ("pause", {}), ("resume", {})):
+                reply = served.handle(action, **kwargs)
+                assert reply["error"].endswith(f"has ended (finished): {action} does "
+                                               f"nothing now"), reply
+            assert runner.controls["sigma"] != 0.05
+            assert len(served.handle("history")["rows"]) == 1
+            assert served.handle("state")["state"] == "finished"
+        finally:
+            served.close()
+            runner.close()

@@ -172,7 +172,7 @@ def make_client(n_workers: int | None = None, *, address: str | None = None,
     if kind not in CLUSTER_TYPES:
         raise ValueError(f"esnb.cluster.type {kind!r} is unknown; valid types: "
                          f"{', '.join(CLUSTER_TYPES)}")
-    if dashboard_address is not None and not config.host_port(dashboard_address):
+    if dashboard_address not in (None, False) and not config.host_port(dashboard_address):
         raise ValueError(f"dashboard_address must be 'host:port' or ':port' (a port in "
                          f"[0, 65535]), got {dashboard_address!r}")
     if isinstance(gpu_workers, bool) or not isinstance(gpu_workers, numbers.Integral) \

@@ -6,7 +6,10 @@ from esnb import config
 
 
 def dashboard_address_for(address: str | None, host: str | None) -> str | None:
-    """``address``, with the cluster's host filled in when it names only a port."""
+    """``address``, with the cluster's host filled in when it names only a port (False: no
+    dashboard, None: the config's address)."""
+    if address is False:
+        return None
     address = address or config.get("cluster.dashboard-address")
     if address and str(address).startswith(":") and host:
         return f"{host}{address}"

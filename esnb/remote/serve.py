@@ -45,6 +45,11 @@ BATCH = tuple(t for t in CLUSTER_TYPES if t not in ("local", "address"))
 #: seconds a run that ends waits for its attached kernels to close their clients (they look
 #: at attach.json whenever they are used; a handle's wait() every half second)
 LEAVE_WAIT = 3.0
+#: a runner's states once its run has ended, and the ops that would ask it for work
+ENDED = ("stopped", "finished", "failed")
+WORK = ("set", "step", "pause", "resume")
+#: the HTTP routes of a served run's scheduler and workers without a dashboard
+HEALTH_ONLY = ["distributed.http.health"]
 
 
 def credentials():
@@ -68,8 +73,8 @@ def _write_private(path: Path, text: str) -> None:
 
 
 def _write_credentials(folder: Path, security) -> None:
-    """``security``'s PEM text into ``<folder>/attach/`` (folders 0700, files 0600)."""
-    os.chmod(folder, 0o700)
+    """``security``'s PEM text into ``<folder>/attach/`` (that folder 0700, files 0600; the
+    run folder keeps its mode: its history is the user's to share)."""
     creds = folder / CREDENTIALS
     creds.mkdir(mode=0o700, exist_ok=True)
     os.chmod(creds, 0o700)
@@ -161,9 +166,25 @@ def served_cluster(folder, serve: bool, kind: str):
     if not serve:
         yield None, {}
         return
-    with run_credentials(folder) as security:
-        yield security, {"security": security,
+    import dask
+
+    # Dask's HTTP pages (the dashboard, its JSON and Prometheus routes) are plain HTTP behind
+    # no credentials: off unless asked (esnb.serve.dashboard); a health check stays
+    board, quiet = {}, contextlib.nullcontext()
+    if not dashboard_on():
+        board = {"dashboard_address": False}
+        quiet = dask.config.set({"distributed.scheduler.http.routes": HEALTH_ONLY,
+                                 "distributed.worker.http.routes": HEALTH_ONLY})
+    with quiet, run_credentials(folder) as security:
+        yield security, {"security": security, **board,
                          **({"host": "127.0.0.1"} if kind == "local" else {})}
+
+
+def dashboard_on() -> bool:
+    """Whether a served run shows its Dask dashboard (``esnb.serve.dashboard``)."""
+    from esnb import config
+
+    return bool(config.get("serve.dashboard", False))
 
 
 def _controls_schema(controls) -> list[dict[str, Any]]:
@@ -190,7 +211,7 @@ class Serving:
 
     def __init__(self, runner, client, folder, security):
         self.runner, self.folder = runner, Path(folder)
-        self.dashboard = getattr(client, "dashboard_link", None)
+        self.dashboard = getattr(client, "dashboard_link", None) if dashboard_on() else None
         self.scheduler = client.cluster.scheduler
         self.own_client = client.id
         self.address = self.scheduler.address
@@ -231,10 +252,14 @@ class Serving:
     def handle(self, action: str, **kwargs) -> dict[str, Any]:
         """One op (``action``: dask's messages keep ``op`` for the handler's name) of an
         attached kernel. An error it should see (a bad control value) is
-        returned as ``{"error": text}``: the kernel raises it as the ValueError it was here."""
+        returned as ``{"error": text}``: the kernel raises it as the ValueError it was here.
+        Once the run has ended (finished, stopped or failed) only reads are answered."""
         fn = getattr(self, f"op_{action}", None)
         if fn is None:
             return {"error": f"unknown op {action!r} of {HANDLER}"}
+        if action in WORK and self.runner.state in ENDED:
+            return {"error": f"run {self.runner.name!r} has ended ({self.runner.state}): "
+                             f"{action} does nothing now", "kind": "RuntimeError"}
         try:
             return fn(**kwargs)
         except (ValueError, TypeError, RuntimeError) as exc:
