@@ -56,10 +56,12 @@ for name, cls in [("NaNSome", NaNRewardOnSomeSeeds), ("NaNAll", AlwaysNaN),
 
 @pytest.mark.slow
 def test_learns_cartpole_inline():
+    # solved (greedy 500 on all 20 evaluation episodes) from generation 30 on; 32 keeps a
+    # margin without the costliest generations (each then 40 episodes of 500 steps)
     r = ES("CartPole-v1", population=40, sigma=0.1, lr=0.05, seed=0, **SMALL)
-    r.step(40)
+    r.step(32)
     h = r.history
-    assert list(h.generation) == list(range(1, 41))
+    assert list(h.generation) == list(range(1, 33))
     assert h.env_steps.is_monotonic_increasing
     assert r.evaluate(20).mean() >= 475  # "solved"
     assert h.return_mean.iloc[-5:].mean() > 3 * h.return_mean.iloc[0]

@@ -27,7 +27,7 @@ from esnb.bench.soak.interrupts import RUNS, start
 pytestmark = pytest.mark.slow  # every test here starts a cluster or a CLI run
 
 SIGNALS = {"es": signal.SIGINT, "aesrl": signal.SIGTERM, "cemrl": signal.SIGINT,
-           "apex": signal.SIGTERM, "apex-dpg": signal.SIGINT, "impala": signal.SIGTERM,
+           "apex": signal.SIGTERM, "impala": signal.SIGTERM,
            "eorl": signal.SIGINT}
 
 
@@ -66,7 +66,12 @@ def stop_group(proc: subprocess.Popen, sig: int, timeout: float = 180) -> str:
                              f"stderr:\n{proc.communicate()[1]}") from None
 
 
-@pytest.mark.parametrize("algo", list(RUNS))
+#: apex-dpg left out: ApeXDPG is ApeX with another learner (esnb/runners/apex/runner.py), the
+#: same runner, CLI, quiesce and close; apex covers them (with SIGTERM, the others SIGINT)
+SIGNALLED = [algo for algo in RUNS if algo != "apex-dpg"]
+
+
+@pytest.mark.parametrize("algo", SIGNALLED)
 def test_a_signal_to_the_process_group_stops_the_run_cleanly(tmp_path, algo):
     _, (flag, column) = RUNS[algo]
     sig = SIGNALS[algo]
