@@ -74,6 +74,7 @@ def attach(name_or_folder, folder="runs", origin: str | None = None,
     """
     from distributed.security import Security
 
+    _check_arguments(name_or_folder, folder, origin, timeout)
     path = _resolve(name_or_folder, folder)
     info = serving_info(path)
     if info is None:
@@ -83,6 +84,32 @@ def attach(name_or_folder, folder="runs", origin: str | None = None,
                         tls_client_key=str(path / info["key"]), require_encryption=True)
     client = connect(info["address"], security, info["name"], timeout)
     return AttachedRun(path, info, client, origin or f"{socket.gethostname()} pid {os.getpid()}")
+
+
+def _check_arguments(name_or_folder, folder, origin, timeout) -> None:
+    """:func:`attach`'s arguments, each named in its one line."""
+    import math
+    import numbers
+
+    from esnb.controls import shown
+
+    for arg, value, what in (("name_or_folder", name_or_folder, "a run's name or its folder"),
+                             ("folder", folder, "the folder of run folders")):
+        if not isinstance(value, str | os.PathLike):
+            raise TypeError(f"esnb.attach: {arg} must be {what} (a str or path), got "
+                            f"{shown(value)}")
+        if not str(value).strip():
+            raise ValueError(f"esnb.attach: {arg} must be {what}, got {shown(value)}")
+    if origin is not None and not isinstance(origin, str):
+        raise TypeError(f"esnb.attach: origin must be a str or None, got {shown(origin)}")
+    try:
+        seconds = float(timeout)
+    except (TypeError, ValueError, OverflowError):
+        seconds = math.nan
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) \
+            or not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"esnb.attach: timeout must be a finite number of seconds > 0, got "
+                         f"{shown(timeout)}")
 
 
 class AttachedControls:
@@ -135,13 +162,40 @@ class AttachedControls:
         """Set live controls of the run: validated by the run (a bad value raises the
         ValueError a local ``set`` raises, and changes nothing); returns the new version."""
         plain = {k: (v.item() if hasattr(v, "item") else v) for k, v in values.items()}
+        self._check_sendable(plain)
         version = int(self._run._call("set", values=plain, origin=self._run.origin)["version"])
         self._run._state = (-1e9, {})  # the next read asks again
         return version
 
+    def _check_sendable(self, values: dict[str, Any]) -> None:
+        """Each value can travel to the run (a plain number, string, bool, None or a list of
+        them, an integer within 64 bits); one that cannot is refused here, named, with the
+        message the run's own check gives it where the control is known."""
+        for name, value in values.items():
+            if _sendable(value):
+                continue
+            control = self._schema.get(name)
+            if control is not None:
+                control.validate(value)  # the run's own line: "sigma must be ..., got ..."
+            from esnb.controls import shown
+
+            raise ValueError(f"{name}: {shown(value)} cannot be sent to the run (plain "
+                             f"numbers, strings, booleans, lists of them)")
+
     def __repr__(self) -> str:
         body = ", ".join(f"{k}={v!r}" for k, v in self.as_dict().items())
         return f"AttachedControls({body})"
+
+
+def _sendable(value: Any) -> bool:
+    """Whether ``value`` travels as a control value (msgpack's plain kinds)."""
+    if value is None or isinstance(value, bool | float | str):
+        return True
+    if isinstance(value, int):
+        return -2**63 <= value < 2**64
+    if isinstance(value, list | tuple):
+        return all(_sendable(v) for v in value)
+    return False
 
 
 class AttachedRun:
