@@ -71,6 +71,16 @@ class ValueSpec:
         return {f.name: getattr(self, f.name) for f in fields(ValueSpec)}
 
 
+def shown(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` for a one-line message: an integer of many digits by its size, any
+    other long repr cut (a value given as ``10**400`` is not printed whole)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        digits = int(value.bit_length() * math.log10(2)) + 1
+        return f"{'a negative' if value < 0 else 'an'} integer of about {digits} digits"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 @dataclass(frozen=True)
 class Control(ValueSpec):
     """One hyperparameter: a name, a kind and a default, with :class:`ValueSpec`'s fields
@@ -114,7 +124,7 @@ class Control(ValueSpec):
 
     def validate(self, value: Any) -> Any:
         """Return ``value`` coerced to this control's type, or raise a clear ``ValueError``."""
-        bad = ValueError(f"{self.name} must be {self.allowed()}, got {value!r}")
+        bad = ValueError(f"{self.name} must be {self.allowed()}, got {shown(value)}")
         if self.kind == "bool":
             if isinstance(value, bool) or type(value).__name__ == "bool_":
                 return bool(value)
@@ -137,7 +147,10 @@ class Control(ValueSpec):
             else:
                 raise bad
         else:
-            value = float(value)
+            try:
+                value = float(value)
+            except OverflowError:  # an integer beyond any float (10**400)
+                raise bad from None
             if not math.isfinite(value):
                 raise bad
         if self.low is not None and (value < self.low or (self.low_open and value == self.low)):

@@ -243,6 +243,10 @@ def test_launch_checks_everything_before_a_process_starts(in_tmp):
         esnb.launch("es", env="CartPole-v1", generations=-5)
     with pytest.raises(ValueError, match="settings must be plain values"):
         esnb.launch("es", env="CartPole-v1", sigma=object(), generations=5)
+    # a tracker's destination, in the kernel, not in the run's log (issue 36)
+    with pytest.raises(ValueError, match=r"^--mlflow http://127.0.0.1:1: nothing answers at "
+                                         r"127.0.0.1:1 \(connection refused\)$"):
+        esnb.launch("es", env="CartPole-v1", mlflow="http://127.0.0.1:1", generations=5)
     assert not (in_tmp / "runs").exists()  # nothing made, nothing started
     assert esnb.runs().empty
 
@@ -279,6 +283,62 @@ def test_serve_refuses_a_run_without_its_own_cluster(capsys, in_tmp):
         assert main(["train", "es", "--env", "CartPole-v1", "--workers", "0",
                      "--settings", text]) == 2
         assert "esnb: error: --settings must be a JSON object" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, kwargs, error, message", [
+    ((None,), {}, TypeError, "esnb.attach: name_or_folder must be a run's name or its folder "
+                             "(a str or path), got None"),
+    ((42,), {}, TypeError, "esnb.attach: name_or_folder must be a run's name or its folder "
+                           "(a str or path), got 42"),
+    (("",), {}, ValueError, "esnb.attach: name_or_folder must be a run's name or its folder, "
+                            "got ''"),
+    (("run-a",), {"folder": None}, TypeError, "esnb.attach: folder must be the folder of run "
+                                              "folders (a str or path), got None"),
+    (("run-a",), {"timeout": -1}, ValueError, "esnb.attach: timeout must be a finite number of "
+                                              "seconds > 0, got -1"),
+    (("run-a",), {"timeout": float("nan")}, ValueError, "esnb.attach: timeout must be a finite "
+                                                        "number of seconds > 0, got nan"),
+    (("run-a",), {"timeout": "5"}, ValueError, "esnb.attach: timeout must be a finite number "
+                                               "of seconds > 0, got '5'"),
+    (("run-a",), {"origin": 7}, TypeError, "esnb.attach: origin must be a str or None, got 7"),
+])
+def test_attach_names_the_argument_that_is_wrong(in_tmp, args, kwargs, error, message):
+    """esnb.attach's arguments, each refused in one line naming it, before any folder is read
+    or any connection made (issue 36)."""
+    with pytest.raises(error) as err:
+        esnb.attach(*args, **kwargs)
+    assert str(err.value) == message
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"sigma": 10**400}, "sigma must be a number in (0, 10], got an integer of about 401 "
+                         "digits"),
+    ({"population": -10**30}, "population must be an integer in [2, 100,000], got "
+                              "-1000000000000000000000000000000"),
+    ({"sigmaa": 10**400}, "sigmaa: an integer of about 401 digits cannot be sent to the run"),
+    ({"lr": object()}, "lr must be a number in (0, 1], got <object object at"),
+])
+def test_an_attached_set_names_the_value_that_cannot_travel(values, message):
+    """A value set through an attached handle that msgpack cannot carry to the run (an integer
+    beyond 64 bits, an object): refused here in the line the run's own check gives, naming the
+    control, and nothing is sent."""
+    from esnb.remote.attach import AttachedControls
+    from esnb.remote.serve import _controls_schema
+
+    class Run:  # the handle's transport: nothing may reach it
+        sent = []
+
+        def _call(self, action, **kwargs):
+            self.sent.append((action, kwargs))
+            return {"version": 1}
+
+    schema = _controls_schema(ESConfig.build(env="CartPole-v1").controls())  # as served
+    run = Run()
+    controls = AttachedControls(run, schema, {})
+    with pytest.raises(ValueError) as err:
+        controls.set(**values)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+    assert run.sent == []
 
 
 def test_a_change_records_who_made_it():

@@ -74,4 +74,4 @@ def test_esnb_train_controls_replays_a_run_folder(original, tmp_path, capsys):
     bad.write_text("generation,name,new\n1,population,7\n")  # odd: ES needs pairs
     assert main([*flags, "--controls", str(bad), "--out", str(tmp_path / "no")]) == 2
     err = capsys.readouterr().err
-    assert "controls schedule row 1: population" in err and not (tmp_path / "no").exists()
+    assert f"--controls {bad} row 1: population" in err and not (tmp_path / "no").exists()

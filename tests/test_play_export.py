@@ -121,33 +121,43 @@ def one_error_line(capsys) -> str:
     return err
 
 
-def test_bad_input_is_one_line(tmp_path, capsys):
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    for command in ("play", "export"):
-        assert main([command, str(empty)]) == 2
-        assert "no checkpoint at" in one_error_line(capsys)
-    for argv in (["export", str(empty), "--format", "tflite"],
-                 ["play", str(empty), "--episodes", "0"]):
-        with pytest.raises(SystemExit) as exit_:
-            main(argv)
-        assert exit_.value.code == 2
-        assert argv[-1] in one_error_line(capsys)
-
+def bad_inputs(tmp_path) -> None:
+    """What the table's rows name under ``tmp_path``."""
     from esnb.runners.eorl import EORL
+    from esnb.runners.es import ES
 
-    path = tmp_path / "eorl.npz"
-    EORL("bitflip", {"n_bits": 4}, client=False).save(path)
-    assert main(["export", str(path)]) == 2
-    err = one_error_line(capsys)
-    assert "EORL has no policy esnb can export" in err
-    assert "population of Monte-Carlo Q-networks" in err
-    assert not (tmp_path / "policy.onnx").exists()
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "outdir").mkdir()
+    (tmp_path / "f").write_text("a file, not a folder")
+    (tmp_path / "damaged.npz").write_bytes(b"not a checkpoint")
+    ES("CartPole-v1", population=4, noise_size=200_000, client=False).save(tmp_path / "es.npz")
+    EORL("bitflip", {"n_bits": 4}, client=False).save(tmp_path / "eorl.npz")
 
-    damaged = tmp_path / "damaged.npz"
-    damaged.write_bytes(b"not a checkpoint")
-    assert main(["play", str(damaged)]) == 2
-    assert "not an esnb checkpoint" in one_error_line(capsys)
+
+@pytest.mark.parametrize("argv, message", [
+    (["play", "{tmp}/empty"], "no checkpoint at {tmp}/empty"),
+    (["export", "{tmp}/empty"], "no checkpoint at {tmp}/empty"),
+    (["export", "{tmp}/empty", "--format", "tflite"], "--format: invalid choice: 'tflite'"),
+    (["play", "{tmp}/empty", "--episodes", "0"], "--episodes: must be an integer >= 1, got '0'"),
+    (["export", "{tmp}/eorl.npz"], "EORL has no policy esnb can export or render: it holds a "
+                                   "population of Monte-Carlo Q-networks"),
+    (["play", "{tmp}/damaged.npz"], "{tmp}/damaged.npz is damaged or not an esnb checkpoint"),
+    # the file to write, checked before the checkpoint is loaded (issue 36)
+    (["export", "{tmp}/es.npz", "--out", "{tmp}/outdir"],
+     "--out {tmp}/outdir is a folder: give the file to write (e.g. {tmp}/outdir/policy.onnx)"),
+    (["export", "{tmp}/es.npz", "--out", "{tmp}/f/p.onnx"],
+     "--out {tmp}/f/p.onnx: {tmp}/f is a file, not a folder"),
+])
+def test_bad_input_is_one_line(tmp_path, capsys, argv, message):
+    bad_inputs(tmp_path)
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    try:
+        code = main(argv)
+    except SystemExit as exit_:  # argparse's own line
+        code = exit_.code
+    assert code == 2
+    assert message.replace("{tmp}", str(tmp_path)) in one_error_line(capsys)
+    assert not list(tmp_path.rglob("policy.*")) and not list(tmp_path.rglob("*.onnx"))
 
 
 @pytest.mark.parametrize("env, settings", [("CartPole-v1", {}),

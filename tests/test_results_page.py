@@ -85,6 +85,50 @@ def test_check_fails_on_a_stale_page_and_render_repairs_it(tmp_path, capsys):
     assert main(["bench", "results", "--check", "--root", str(tmp_path)]) == 0
 
 
+def _damage(path: Path, how: str) -> None:
+    """``path`` (a saved entry) made into what ``how`` names."""
+    doc = json.loads(path.read_text())
+    if how == "no seeds":
+        del doc["seeds"]
+    elif how == "a list":
+        doc = [doc]
+    elif how == "a curve of text":
+        doc["seeds"][0]["curve"] = "x"
+    if how == "a folder":
+        path.unlink()
+        path.mkdir()
+    elif how == "truncated":
+        path.write_text(json.dumps(doc)[:40])
+    else:
+        path.write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize("how, args, message", [
+    ("no seeds", [], "{file} is no saved result: it lacks seeds"),
+    ("a list", [], "{file} holds a JSON list, not a saved result"),
+    ("a folder", [], "{file} is a folder, not a saved result"),
+    ("truncated", [], "{file} is no JSON (Unterminated string"),
+    ("a curve of text", [], "{file} cannot be rendered: a value of another kind"),
+    (None, ["--root", "{tmp}/nowhere"], "--root {tmp}/nowhere does not exist"),
+    (None, ["--root", "{tmp}/docs/results.md"], "--root {tmp}/docs/results.md is a file"),
+    (None, ["--root", "{tmp}/docs"], "--root {tmp}/docs holds no saved results"),
+])
+def test_check_names_the_file_that_is_no_saved_result(tmp_path, capsys, how, args, message):
+    """``esnb bench results --check`` on a saved result that is none, or a --root that holds
+    none: one line naming the file (issue 36), not a traceback, not "stale"."""
+    e = catalogue.ENTRIES[0]
+    _fake_run(tmp_path, e, [1.0, 2.0, 3.0])
+    (tmp_path / page.PAGE).write_text("the page\n")
+    file = tmp_path / page.DATA / f"{e.key}.json"
+    if how is not None:
+        _damage(file, how)
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args] or ["--root", str(tmp_path)]
+    assert main(["bench", "results", "--check", *args]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "\n" not in err.strip() and "Traceback" not in err
+    assert message.format(file=file, tmp=tmp_path) in err
+
+
 def test_the_figure_band_is_the_mean_and_range_of_the_seeds_on_a_common_grid():
     a = np.array([[0.0, 0.0], [10.0, 10.0]])
     b = np.array([[0.0, 2.0], [5.0, 2.0], [8.0, 4.0]])  # shorter: the grid stops at 8

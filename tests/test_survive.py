@@ -178,13 +178,33 @@ def test_resume_applies_live_settings_and_refuses_fixed_ones(tmp_path):
     ([], {"DASK_ESNB__NOISE__SIZE": "0"}, "esnb.noise.size"),
     (["--env-kwargs", '{"bogus": 1}'], None, "env_kwargs {'bogus': 1} do not fit"),
     (["--hidden", "ab"], None, "argument --hidden: must be a sequence of integers"),
+    # trackers' destinations, before the run folder or any cluster (issue 36): not MLflow's
+    # 4 minutes of retries, not a traceback from deep inside the tracker
+    (["--mlflow", "http://127.0.0.1:1"], None,
+     "--mlflow http://127.0.0.1:1: nothing answers at 127.0.0.1:1 (connection refused)"),
+    (["--mlflow", "{tmp}/f/mlruns"], None, "--mlflow {tmp}/f/mlruns: {tmp}/f is a file, not a "
+                                           "folder"),
+    (["--tensorboard", "{tmp}/f/tb"], None, "--tensorboard {tmp}/f/tb: {tmp}/f is a file, not a "
+                                            "folder"),
+    (["--mlflow", "bogus://x"], None, "--mlflow bogus://x: MLflow stores no runs at a bogus:// "
+                                      "URI"),
+    # a record of control changes that is none: the flag and the file named
+    (["--controls", "{tmp}/empty.csv"], None, "--controls {tmp}/empty.csv is empty"),
+    (["--controls", "{tmp}/garbage.csv"], None, "--controls {tmp}/garbage.csv is no CSV text"),
+    (["--controls", "{tmp}/noname.csv"], None,
+     "--controls {tmp}/noname.csv lacks the column(s) name (its columns: 'generation', 'new')"),
 ])
 def test_bad_inputs_are_one_clear_line(tmp_path, args, env, message):
+    (tmp_path / "f").write_text("a file, not a folder")
+    (tmp_path / "empty.csv").write_bytes(b"")
+    (tmp_path / "garbage.csv").write_bytes(bytes(range(128, 256)) * 4)
+    (tmp_path / "noname.csv").write_text("generation,new\n2,0.1\n")
     base = ["train", "es", "--env", "CartPole-v1", "--generations", "1", "--workers", "0",
             "--out", str(tmp_path / "run"), "--no-progress"]
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     p = esnb(*base, *args, env=env, timeout=120)
     assert p.returncode == 2, (p.returncode, p.stderr)
-    assert message in p.stderr and "Traceback" not in p.stderr
+    assert message.replace("{tmp}", str(tmp_path)) in p.stderr and "Traceback" not in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
 
 

@@ -81,12 +81,15 @@ def run_play(args) -> int:
 
 
 def run_export(args) -> int:
+    from esnb.destinations import check_file
     from esnb.nets.acting import SUFFIXES
     from esnb.record import checkpoint_of
     from esnb.runners.playback import export, load_run
 
     path = checkpoint_of(args.run)
     out = Path(args.out) if args.out else path.parent / f"policy{SUFFIXES[args.format]}"
+    check_file(out, "--out" if args.out else "the policy file",
+               f"policy{SUFFIXES[args.format]}")  # before the checkpoint is loaded
     runner = load_run(path)
     export(runner, args.format, out)
     print(f"{runner.algorithm} policy ({runner.iteration_column} {runner.iteration:,}) written "

@@ -12,7 +12,6 @@ from their folders (:mod:`esnb.remote.folders`: :func:`runs`, :func:`serving_inf
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import time
@@ -21,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from esnb.controls import Control
+from esnb.remote.controls import AttachedControls
 from esnb.remote.folders import (
     DamagedRun,
     RunEnded,
@@ -83,6 +82,7 @@ def attach(name_or_folder, folder="runs", origin: str | None = None,
     """
     from distributed.security import Security
 
+    _check_arguments(name_or_folder, folder, origin, timeout)
     path = _resolve(name_or_folder, folder)
     info = serving_info(path)
     if info is None:
@@ -94,63 +94,30 @@ def attach(name_or_folder, folder="runs", origin: str | None = None,
     return AttachedRun(path, info, client, origin or f"{socket.gethostname()} pid {os.getpid()}")
 
 
-class AttachedControls:
-    """The run's controls seen from an attached kernel: ``set``, ``[name]``, ``as_dict()``,
-    ``schema`` as :class:`esnb.controls.Controls` has them; values are read from the run."""
+def _check_arguments(name_or_folder, folder, origin, timeout) -> None:
+    """:func:`attach`'s arguments, each named in its one line."""
+    import math
+    import numbers
 
-    def __init__(self, run: AttachedRun, schema: list[dict[str, Any]], values: dict[str, Any]):
-        self._run = run
-        self._last = dict(values)  # the values last read from the run
-        self._schema = {d["name"]: Control(**{**d, "choices": tuple(d.get("choices", ()))})
-                        for d in schema}
+    from esnb.controls import shown
 
-    @property
-    def schema(self) -> tuple[Control, ...]:
-        return tuple(self._schema.values())
-
-    def __iter__(self):
-        return iter(self._schema.values())
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._schema
-
-    def as_dict(self) -> dict[str, Any]:
-        """The values in force; once the run has ended, the ones it ended with (its
-        summary.json): a dashboard left open on an ended run still reads them."""
-        reply = self._run._ask("controls")
-        if reply is not None:
-            self._last = dict(reply["values"])
-            return dict(self._last)
-        try:
-            return dict(json.loads((self._run.folder / "summary.json").read_text())["controls"])
-        except (OSError, ValueError, KeyError):  # ended without its folder: the last seen
-            return dict(self._last)
-
-    def __getitem__(self, name: str) -> Any:
-        return self.as_dict()[name]
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return self.as_dict().get(name, default)
-
-    @property
-    def version(self) -> int:
-        """The run's controls version (the last one seen, once the run has ended)."""
-        status = self._run._status()
-        if status is None:
-            return int(self._run._state[1].get("version", 0))
-        return int(status["version"])
-
-    def set(self, **values: Any) -> int:
-        """Set live controls of the run: validated by the run (a bad value raises the
-        ValueError a local ``set`` raises, and changes nothing); returns the new version."""
-        plain = {k: (v.item() if hasattr(v, "item") else v) for k, v in values.items()}
-        version = int(self._run._call("set", values=plain, origin=self._run.origin)["version"])
-        self._run._state = (-1e9, {})  # the next read asks again
-        return version
-
-    def __repr__(self) -> str:
-        body = ", ".join(f"{k}={v!r}" for k, v in self.as_dict().items())
-        return f"AttachedControls({body})"
+    for arg, value, what in (("name_or_folder", name_or_folder, "a run's name or its folder"),
+                             ("folder", folder, "the folder of run folders")):
+        if not isinstance(value, str | os.PathLike):
+            raise TypeError(f"esnb.attach: {arg} must be {what} (a str or path), got "
+                            f"{shown(value)}")
+        if not str(value).strip():
+            raise ValueError(f"esnb.attach: {arg} must be {what}, got {shown(value)}")
+    if origin is not None and not isinstance(origin, str):
+        raise TypeError(f"esnb.attach: origin must be a str or None, got {shown(origin)}")
+    try:
+        seconds = float(timeout)
+    except (TypeError, ValueError, OverflowError):
+        seconds = math.nan
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) \
+            or not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"esnb.attach: timeout must be a finite number of seconds > 0, got "
+                         f"{shown(timeout)}")
 
 
 class AttachedRun:

@@ -17,7 +17,7 @@ of error naming the row, and the run does not start.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +41,19 @@ class ControlSchedule:
     def __init__(self, rows, controls: Controls, iteration_column: str = "iteration"):
         self.changes: dict[int, dict[str, Any]] = {}
         schema = {c.name: c for c in controls.schema}
-        for n, row in enumerate(_rows(rows), start=1):
-            where = f"controls schedule row {n}"
+        records, columns, source = _rows(rows, iteration_column)
+        if columns is not None:
+            lacking = [c for c in ("name", "new") if c not in columns]
+            if iteration_column not in columns and "iteration" not in columns:
+                lacking.insert(0, iteration_column)
+            if lacking:
+                shown = ", ".join(repr(c) for c in columns[:5]) or "none"
+                raise ValueError(f"{source or 'the controls schedule'} lacks the column(s) "
+                                 f"{', '.join(lacking)} (its columns: {shown}): a control "
+                                 f"record has {iteration_column}, name, new, as a run "
+                                 f"folder's changes.csv")
+        for n, row in enumerate(records, start=1):
+            where = f"{source or 'controls schedule'} row {n}"
             it = row.get(iteration_column, row.get("iteration"))
             try:
                 iteration = int(it)
@@ -75,7 +86,10 @@ class ControlSchedule:
         return f"ControlSchedule({len(self)} changes at iterations {sorted(self.changes)})"
 
 
-def _rows(rows) -> Iterable[Mapping[str, Any]]:
+def _rows(rows, iteration_column: str = "iteration"
+          ) -> tuple[list[Mapping[str, Any]], list[str] | None, str | None]:
+    """The rows of ``rows``, their columns (None: rows without a table) and the file they
+    were read from (None: given in memory)."""
     if isinstance(rows, str | Path):
         import pandas as pd
 
@@ -83,12 +97,22 @@ def _rows(rows) -> Iterable[Mapping[str, Any]]:
         if path.is_dir():
             path = path / "changes.csv"
         if not path.exists():
-            raise ValueError(f"no control record at {path} (a run folder's changes.csv)")
-        # values stay text: each is read by its control's kind, not guessed by pandas
-        return pd.read_csv(path, dtype=str, keep_default_na=False).to_dict("records")
+            raise ValueError(f"{path}: no such file (a control record: a run folder, or its "
+                             f"changes.csv)")
+        what = (f"a control record is a CSV with the columns {iteration_column}, name, new "
+                f"(a run folder's changes.csv)")
+        try:
+            # values stay text: each is read by its control's kind, not guessed by pandas
+            frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        except pd.errors.EmptyDataError:
+            raise ValueError(f"{path} is empty: {what}") from None
+        except (UnicodeDecodeError, pd.errors.ParserError, OSError) as exc:
+            why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ValueError(f"{path} is no CSV text ({why}): {what}") from None
+        return frame.to_dict("records"), [str(c) for c in frame.columns], str(path)
     if hasattr(rows, "to_dict"):
-        return rows.to_dict("records")
-    return list(rows)
+        return rows.to_dict("records"), [str(c) for c in rows.columns], None
+    return list(rows), None, None
 
 
 def _read(control: Control, value: Any) -> Any:

@@ -39,7 +39,10 @@ def check_schedule(cls: type, config, controls: str | None) -> None:
     from esnb.runners.schedule import ControlSchedule
 
     if controls:
-        ControlSchedule(controls, config.controls(), cls.iteration_column)
+        try:
+            ControlSchedule(controls, config.controls(), cls.iteration_column)
+        except ValueError as exc:  # its lines start with the file: named with the flag
+            raise ValueError(f"--controls {exc}") from None
 
 
 def check_cluster(workers: int, address: str | None, serve: bool) -> None:

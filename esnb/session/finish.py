@@ -46,7 +46,7 @@ def tensorboard_dir(options: RunOptions, folder: Path) -> Path | None:
 
 
 def check_mlflow(options: RunOptions) -> None:
-    """``mlflow``'s extra is installed (before any cluster starts)."""
+    """``mlflow``'s extra is installed and its store answers (before any cluster starts)."""
     if options.mlflow is None:
         return
     try:
@@ -54,6 +54,22 @@ def check_mlflow(options: RunOptions) -> None:
     except ImportError:
         raise ValueError("--mlflow needs the mlflow-skinny (or mlflow) package: "
                          "pip install 'esnb[mlflow]'") from None
+    from esnb.views.mlflow_tracker import check_destination
+
+    check_destination(options.mlflow or None, "--mlflow")
+
+
+def check_trackers(options: RunOptions) -> None:
+    """The trackers' extras installed and their destinations usable, before the run's
+    folder is made or any cluster starts: ``--tensorboard DIR`` a folder that can be written
+    (its default, in the run folder, is checked with the folder), ``--mlflow URI`` a store
+    that takes runs (a writable folder, a server answering within seconds, a known scheme)."""
+    from esnb.destinations import check_folder
+
+    tensorboard_dir(options, Path())  # the extra installed
+    if options.tensorboard:
+        check_folder(options.tensorboard, "--tensorboard")
+    check_mlflow(options)
 
 
 def start_trackers(runner, options: RunOptions, board_dir: Path | None) -> list:
@@ -66,10 +82,22 @@ def start_trackers(runner, options: RunOptions, board_dir: Path | None) -> list:
         trackers.append(TensorBoard(runner, board_dir,
                                     history=not any(board_dir.glob("events.out.tfevents.*"))))
     if options.mlflow is not None:
-        from esnb.views.mlflow_tracker import MLflow
+        from esnb.views.mlflow_tracker import MLflow, first_line
 
-        trackers.append(MLflow(runner, options.mlflow or None))  # a resume: a new MLflow run
+        try:
+            trackers.append(MLflow(runner, options.mlflow or None))  # a resume: a new run
+        except Exception as exc:  # noqa: BLE001 - the store failed after its checks passed
+            for tracker in trackers:
+                tracker.close(failed=True)
+            flag = f"--mlflow {options.mlflow}" if options.mlflow else "--mlflow"
+            raise ValueError(f"{flag}: MLflow failed: {first_line(exc)}") from None
     return trackers
+
+
+def tracker_lines(trackers: list) -> list[str]:
+    """What a run's end says of its trackers: how to open its MLflow store."""
+    return [f"esnb: MLflow run {t.run_id}: {t.open_with}" for t in trackers
+            if getattr(t, "open_with", None)]
 
 
 def start_videos(runner, options: RunOptions, folder: Path):

@@ -65,8 +65,15 @@ class RunOptions(Settings):
     mlflow: str | None = option(
         None, kind="str", metavar="URI", says="off", bare=True, const="",
         help="also log to MLflow: settings, every history column, control changes, the final "
-             "evaluation and the checkpoint, into URI (a folder or a tracking server; without "
-             "URI: ./mlruns; experiment: MLFLOW_EXPERIMENT_NAME or esnb; needs esnb[mlflow])")
+             "evaluation and the checkpoint, into URI (a folder, sqlite:///FILE or a tracking "
+             "server's http(s)://, checked before the run starts; experiment: "
+             "MLFLOW_EXPERIMENT_NAME or esnb; needs esnb[mlflow]). Without URI: "
+             "MLFLOW_TRACKING_URI if set, else ./mlflow.db where MLflow's database store is "
+             "installed (pip install mlflow), opened by mlflow ui started in the same folder; "
+             "with mlflow-skinny alone, the folder ./mlruns, opened by "
+             "MLFLOW_ALLOW_FILE_STORE=true mlflow ui --backend-store-uri ./mlruns (MLflow 3 "
+             "keeps its folder store behind that variable). The run's last line says how to "
+             "open its store")
     final_eval: int = option(10, low=0, metavar="EPISODES",
                              help="noise-free episodes of the final policy (0: none)")
     video_every: int = option(0, low=0, metavar="N",

@@ -40,6 +40,7 @@ from esnb.session.checks import (
     check_name,
     check_schedule,
 )
+from esnb.session.finish import check_trackers
 from esnb.session.folder import check_new
 from esnb.session.options import RunOptions
 
@@ -221,6 +222,7 @@ def plan(algorithm, settings: Mapping[str, Any] | None = None,
     budget = check_budget(budget or {}, flag_of)
     if check_cluster_now:
         check_cluster(options.workers, options.address, options.serve)
+    check_trackers(options)  # --tensorboard, --mlflow: before the run folder is made
     if options.fork and options.resume:
         raise ValueError("--fork and --resume exclude each other: a fork is a new run")
     if options.at is not None and not options.fork:

@@ -21,12 +21,13 @@ from typing import Any
 
 from esnb.session.checks import remaining
 from esnb.session.finish import (
-    check_mlflow,
+    check_trackers,
     close_videos,
     finish,
     start_trackers,
     start_videos,
     tensorboard_dir,
+    tracker_lines,
 )
 from esnb.session.folder import FolderLock
 from esnb.session.plan import RunPlan
@@ -122,8 +123,8 @@ def run(plan: RunPlan, executor=None, banner: str | None = None, say: bool = Tru
 
     started = time.perf_counter()
     options = plan.options
-    board_dir = tensorboard_dir(options, plan.folder)  # before any cluster: the extra is there
-    check_mlflow(options)
+    check_trackers(options)  # before any cluster: the extras there, the destinations usable
+    board_dir = tensorboard_dir(options, plan.folder)
     # the folder is this run's while it runs (a second run into it is refused)
     with FolderLock(plan.folder), Interrupts() as interrupts, \
             _cluster(plan, executor) as (security, where):
@@ -181,6 +182,9 @@ def _run_and_finish(runner, plan: RunPlan, interrupts: Interrupts, started: floa
                      say=say)
     for tracker in trackers:
         tracker.log_final(summary, plan.folder / "checkpoint.npz")
+    if say:
+        for line in tracker_lines(trackers):
+            print(line, file=sys.stderr)
     if stopped:
         print(stopped_line(runner, interrupts.signum,
                            resume_command("esnb", plan.command, plan.folder)), file=sys.stderr)

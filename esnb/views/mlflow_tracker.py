@@ -4,18 +4,23 @@ each control change as a tag, and at the end the final evaluation and the checkp
 Needs ``pip install 'esnb[mlflow]'`` (``mlflow-skinny``: the client, no server). Attach it to
 any runner, or pass ``--mlflow [URI]`` to ``esnb train``::
 
-    log = esnb.MLflow(runner)            # ./mlruns; rows already there are logged too
+    log = esnb.MLflow(runner)            # the default store; rows already there are logged too
     runner.start(generations=100)
     ...
     log.close()
 
-then ``mlflow ui --backend-store-uri ./mlruns`` or ``mlflow.search_runs``. A folder (the
-default ``mlruns``) is MLflow's file store, which MLflow 3 keeps in maintenance mode behind
-``MLFLOW_ALLOW_FILE_STORE=true`` (esnb sets it for a folder it is given); a server's
-``http://`` URI or a ``sqlite:///`` database (full ``mlflow``) work as MLflow documents. The
-experiment is ``MLFLOW_EXPERIMENT_NAME`` if set, else ``esnb``; the MLflow run is named as
-the esnb run, tagged ``esnb.algorithm``. Steps are as :class:`~esnb.views.tracking.Tracker`
-chooses them (env steps, else the iteration).
+then ``mlflow ui`` (see :attr:`MLflow.open_with`) or ``mlflow.search_runs``. The default store
+(:func:`default_uri`) is MLflow's own: ``MLFLOW_TRACKING_URI`` if set, else the database
+``./mlflow.db`` (``sqlite:///mlflow.db``, what ``mlflow ui`` opens when started in the same
+folder) where MLflow's database store is installed (full ``mlflow``, or ``sqlalchemy`` and
+``alembic`` beside ``mlflow-skinny``); with ``mlflow-skinny`` alone, the folder ``./mlruns``,
+MLflow's file store, which MLflow 3 keeps in maintenance mode behind
+``MLFLOW_ALLOW_FILE_STORE=true`` (esnb sets it for a folder it writes; open it with
+``MLFLOW_ALLOW_FILE_STORE=true mlflow ui --backend-store-uri ./mlruns``). A server's
+``http(s)://`` URI and the other database URIs work as MLflow documents; every destination is
+checked first (:func:`check_destination`). The experiment is ``MLFLOW_EXPERIMENT_NAME`` if
+set, else ``esnb``; the MLflow run is named as the esnb run, tagged ``esnb.algorithm``. Steps
+are as :class:`~esnb.views.tracking.Tracker` chooses them (env steps, else the iteration).
 """
 
 from __future__ import annotations
@@ -27,22 +32,135 @@ from pathlib import Path
 
 from esnb.views.tracking import Tracker
 
-#: the default tracking location: a folder beside the run's command
-DEFAULT_URI = "mlruns"
+#: the default store without MLflow's database store (mlflow-skinny alone): a folder
+FOLDER_URI = "mlruns"
+#: the default store with it: what ``mlflow ui`` opens when started in the same folder
+DATABASE_URI = "sqlite:///mlflow.db"
 #: MLflow's limits on one ``log_batch`` call
 _MAX_METRICS, _MAX_PARAMS = 1000, 100
+#: the database URIs MLflow's SQLAlchemy store takes (a ``+driver`` may follow), their ports
+_DATABASES = {"sqlite": 0, "postgresql": 5432, "mysql": 3306, "mssql": 1433}
+#: URIs MLflow resolves with credentials of its own (not probed here)
+_HOSTED = ("databricks", "databricks-uc", "uc")
+
+
+def database_store() -> bool:
+    """Whether MLflow's database (SQLAlchemy) store can be used here."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("sqlalchemy", "alembic"))
+
+
+def default_uri() -> str:
+    """The store ``--mlflow`` without a URI writes: ``MLFLOW_TRACKING_URI`` if set, else
+    ``sqlite:///mlflow.db`` where MLflow's database store is installed, else ``mlruns``."""
+    return (os.environ.get("MLFLOW_TRACKING_URI") or
+            (DATABASE_URI if database_store() else FOLDER_URI))
+
+
+def _scheme(uri: str) -> str:
+    """``uri``'s scheme, lower case, without a ``+driver`` ("" for a plain folder)."""
+    if "://" not in uri and not uri.startswith("file:"):
+        return ""
+    return uri.split(":", 1)[0].lower().split("+")[0]
+
+
+def _file_path(uri: str) -> Path:
+    """The folder of a ``file:`` URI."""
+    from urllib.parse import urlsplit
+    from urllib.request import url2pathname
+
+    return Path(url2pathname(urlsplit(uri).path))
 
 
 def tracking_uri(uri: str | None) -> str:
-    """``uri`` as MLflow takes it: a URI with a scheme as given, a folder (default
-    ``mlruns``) as an absolute ``file:`` URI, MLflow's file store allowed for it."""
-    uri = uri or DEFAULT_URI
-    if "://" in uri or uri.startswith("file:"):
-        if uri.startswith("file:"):
-            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    """``uri`` as MLflow takes it: a URI with a scheme as given, a folder as an absolute
+    ``file:`` URI, MLflow's file store allowed for it (default :func:`default_uri`)."""
+    uri = uri or default_uri()
+    scheme = _scheme(uri)
+    if scheme in ("", "file"):
+        os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    if scheme:
         return uri
-    os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
     return Path(uri).resolve().as_uri()
+
+
+def open_with(uri: str) -> str:
+    """The command that opens the store ``uri`` (as :func:`tracking_uri` gives it) in
+    MLflow's UI."""
+    scheme = _scheme(uri)
+    if scheme in ("http", "https"):
+        return f"open {uri} in a browser"
+    if scheme == "file":
+        return (f"MLFLOW_ALLOW_FILE_STORE=true mlflow ui --backend-store-uri "
+                f"{_file_path(uri)}")
+    return f"mlflow ui --backend-store-uri {uri}"
+
+
+def _ask_server(uri: str, flag: str) -> None:
+    """One request to the tracking server at ``uri``, without MLflow's retries: it answers as
+    an MLflow server (not another web server, not one that refuses these credentials)."""
+    from esnb.destinations import PROBE_TIMEOUT
+
+    client_cls = _client()[0]
+    quick = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+             "MLFLOW_HTTP_REQUEST_TIMEOUT": str(int(PROBE_TIMEOUT))}
+    saved = {key: os.environ.get(key) for key in quick}
+    os.environ.update(quick)
+    try:
+        client_cls(tracking_uri=uri).search_experiments(max_results=1)
+    except Exception as exc:  # noqa: BLE001 - MlflowException, requests' errors...
+        raise ValueError(f"{flag} {uri}: no MLflow tracking server answers there: "
+                         f"{first_line(exc)}") from None
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """``exc``'s message in one line of at most ``limit`` characters."""
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def check_destination(uri: str | None, flag: str = "--mlflow") -> str:
+    """``uri`` (default :func:`default_uri`) is a store MLflow can write, checked without
+    MLflow's retries: a folder (or ``file:``) that is one or can be made, a ``sqlite:///``
+    file whose folder can be written (MLflow's database store installed), a server or
+    database that accepts a connection within a few seconds, or a Databricks URI. One
+    ``ValueError`` line naming ``flag`` otherwise; the URI MLflow will be given."""
+    from esnb.destinations import check_file, check_folder, probe_server
+
+    given = uri or default_uri()
+    scheme = _scheme(given)
+    if scheme == "":
+        check_folder(given, flag)
+    elif scheme == "file":
+        check_folder(_file_path(given), flag, given)
+    elif scheme in ("http", "https"):
+        probe_server(given, flag)
+        _ask_server(given, flag)
+    elif scheme in _DATABASES:
+        if not database_store():
+            raise ValueError(f"{flag} {given}: a database store needs MLflow's database "
+                             f"support: pip install mlflow (or sqlalchemy and alembic beside "
+                             f"mlflow-skinny); or give a folder")
+        if scheme == "sqlite":
+            path = given.split("://", 1)[1]
+            if not path.startswith("/") or path in ("/", "/:memory:"):
+                raise ValueError(f"{flag} {given}: a sqlite store is sqlite:///FILE "
+                                 f"(relative) or sqlite:////ABSOLUTE/FILE")
+            check_file(path[1:], flag)
+        else:
+            probe_server(given, flag, {scheme: _DATABASES[scheme]})
+    elif scheme not in _HOSTED:
+        raise ValueError(f"{flag} {given}: MLflow stores no runs at a {scheme}:// URI; give a "
+                         f"folder, file:, sqlite:///FILE, http(s)://HOST:PORT (a tracking "
+                         f"server), postgresql/mysql/mssql:// or databricks")
+    return tracking_uri(given)
 
 
 def _client():
@@ -62,7 +180,7 @@ class MLflow(Tracker):
     ----------
     runner : esnb.runners.base.Runner
     uri : str, optional
-        Tracking URI or folder (default ``mlruns``; see :func:`tracking_uri`).
+        Tracking URI or folder (default :func:`default_uri`; see :func:`tracking_uri`).
     experiment : str, optional
         Default ``MLFLOW_EXPERIMENT_NAME``, else ``"esnb"`` (created if missing).
     history : bool
@@ -74,12 +192,20 @@ class MLflow(Tracker):
     ----------
     run_id : str
     uri : str
+    open_with : str
+        The command that opens the store in MLflow's UI.
     """
 
     def __init__(self, runner, uri: str | None = None, experiment: str | None = None, *,
                  history: bool = True, flush_every: float = 5.0):
         client_cls, self._Metric, param_cls, self._status = _client()
         self.uri = tracking_uri(uri)
+        self.open_with = open_with(self.uri)
+        if _scheme(self.uri) in _DATABASES:  # not its table creation's INFO lines, per run
+            import logging
+
+            for logger in ("mlflow.store.db.utils", "alembic"):
+                logging.getLogger(logger).setLevel(logging.WARNING)
         self._client = client_cls(tracking_uri=self.uri)
         name = experiment or os.environ.get("MLFLOW_EXPERIMENT_NAME") or "esnb"
         found = self._client.get_experiment_by_name(name)

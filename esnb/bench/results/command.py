@@ -52,6 +52,13 @@ def repo_root() -> Path:
 
 def run(args) -> int:
     root = args.root or repo_root()
+    if args.root is not None and not args.root.is_dir():
+        what = "is a file, not a folder" if args.root.exists() else "does not exist"
+        raise ValueError(f"--root {args.root} {what} (the checkout whose docs/ holds the "
+                         f"results page)")
+    if args.check and not (root / page.DATA).is_dir():
+        raise ValueError(f"--root {root} holds no saved results ({page.DATA}/): nothing to "
+                         f"check the page against")
     if args.check:
         bad = page.stale(root)
         for rel in bad:

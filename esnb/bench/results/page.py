@@ -53,11 +53,17 @@ def render(root: Path) -> dict[Path, str]:
     sections = []
     for e in ENTRIES:
         doc = runs[e.key]
-        stats = _stats(doc)
-        lines.append(_summary_row(e, doc, stats))
-        sections.append(_section(e, doc, stats))
-        if doc is not None:
-            out[DATA / f"{e.key}.svg"] = _figure(e, doc)
+        try:
+            stats = _stats(doc)
+            lines.append(_summary_row(e, doc, stats))
+            sections.append(_section(e, doc, stats))
+            if doc is not None:
+                out[DATA / f"{e.key}.svg"] = _figure(e, doc)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            raise ValueError(f"{root / DATA / f'{e.key}.json'} cannot be rendered: a value of "
+                             f"another kind than a saved result's ({type(exc).__name__}: "
+                             f"{exc}); restore it or run it again (esnb bench results --only "
+                             f"{e.key})") from None
     lines += ["", "Not on this page (the paper presets that do not fit a laptop):", ""]
     lines += [f"- **{what}**: {why}." for what, why in NOT_RUN]
     lines += ["", *sections]

@@ -168,9 +168,43 @@ def interval(finals: list[float]) -> dict[str, Any]:
     return {"finals": list(finals), "method": CI_METHOD, "mean": mean, "lo": lo, "hi": hi}
 
 
+#: what the page reads of a saved entry, and of each of its seeds
+SAVED_KEYS = ("budget", "workers", "load_average", "hardware", "seeds")
+SEED_KEYS = ("seed", "final", "final_std", "env_steps", "wall_s", "curve")
+HARDWARE_KEYS = ("cpu", "cores", "python", "os", "versions", "commit", "date")
+
+
 def load(path: Path) -> dict[str, Any] | None:
-    """One entry's saved data, None when it has not been run."""
+    """One entry's saved data, None when it has not been run; a file that is no saved entry
+    (not JSON, truncated, another shape) is one ``ValueError`` line naming it."""
+    path = Path(path)
+    again = f"restore it or run it again (esnb bench results --only {path.stem})"
     try:
-        return json.loads(Path(path).read_text())
+        text = path.read_text()
     except FileNotFoundError:
         return None
+    except IsADirectoryError:
+        raise ValueError(f"{path} is a folder, not a saved result (a JSON file)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise ValueError(f"cannot read the saved result {path}: {why}") from None
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{path} is no JSON ({exc}; truncated?): {again}") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path} holds a JSON {type(doc).__name__}, not a saved result (an "
+                         f"object with {', '.join(SAVED_KEYS)}): {again}")
+    missing = [key for key in SAVED_KEYS if key not in doc]
+    if missing:
+        raise ValueError(f"{path} is no saved result: it lacks {', '.join(missing)}: {again}")
+    seeds, hw = doc["seeds"], doc["hardware"]
+    if not isinstance(seeds, list) or not all(
+            isinstance(s, dict) and all(k in s for k in SEED_KEYS) for s in seeds):
+        raise ValueError(f"{path}: seeds must be a list of objects with "
+                         f"{', '.join(SEED_KEYS)}: {again}")
+    if not isinstance(hw, dict) or not all(k in hw for k in HARDWARE_KEYS) \
+            or not isinstance(hw["versions"], dict):
+        raise ValueError(f"{path}: hardware must be an object with "
+                         f"{', '.join(HARDWARE_KEYS)}: {again}")
+    return doc
