@@ -10,6 +10,27 @@ import sys
 import pytest
 
 
+def _default_signal_dispositions() -> None:
+    """Give the test process the signal dispositions a terminal gives it.
+
+    A suite started as a background job of a non-interactive shell, or under ``nohup``,
+    inherits SIGINT (and with nohup SIGHUP) as ignored, and an ignored disposition survives
+    ``exec`` into every process a test starts; the tests that send a terminal's Ctrl-C to a
+    process group, or check what a worker ignores, assume a terminal's. Set them here: Python's
+    own SIGINT handler (KeyboardInterrupt), the default SIGTERM and SIGHUP.
+    """
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is signal.SIG_IGN:
+            signal.signal(sig, signal.SIG_DFL)
+
+
+_default_signal_dispositions()
+
+
 def _pin_x86_kernels() -> None:
     """Make every x86-64 machine with AVX2 run the same numerical kernels in the tests.
 

@@ -52,6 +52,12 @@ def in_tmp(tmp_path, monkeypatch):
             os.killpg(pid, signal.SIGKILL)
 
 
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def local_error(**values) -> str:
     """The error a local runner's controls raise for ``values``."""
     with pytest.raises(ValueError) as err:
@@ -68,8 +74,9 @@ def test_launch_attach_steer_from_two_kernels_and_stop(in_tmp, capsys):
     assert listed.name.tolist() == ["run-a"] and listed.pid.tolist() == [a.process.pid]
     assert main(["runs"]) == 0
     assert capsys.readouterr().out.startswith(f"run-a  ES  pid {a.process.pid}  since ")
-    # only this user reads the run's credentials
-    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    # only this user reads the run's credentials; the run folder (its history) keeps its mode
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o777 & ~current_umask()
+    assert stat.S_IMODE((folder / "attach").stat().st_mode) == 0o700
     for f in ("attach.json", "attach/cert.pem", "attach/key.pem"):
         assert stat.S_IMODE((folder / f).stat().st_mode) == 0o600, f
     assert serving_info(folder)["address"].startswith("tls://127.0.0.1:")
