@@ -3,6 +3,7 @@ worker processes, and recovery after the worker holding it is killed."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import time
@@ -17,6 +18,29 @@ from esnb.runners.replay_service import ReplayService
 
 SPEC = {"obs": ((4,), "float32"), "action": "int64"}
 CONFIG = dict(capacity=5000, prioritized=True, spec=SPEC, min_size=10)
+
+
+@pytest.fixture(scope="module")
+def _killable():
+    """One private 2-worker LocalCluster for the tests that kill the replay's worker: each
+    kill's nanny starts another worker, so the next test finds two again (``killable``)."""
+    from esnb.cluster import make_client
+
+    c = make_client(2, dashboard_address=":0", set_as_default=False,
+                    silence_logs=logging.ERROR)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def killable(_killable):
+    """The module's cluster of killable workers, both of its workers registered."""
+    _killable.wait_for_workers(2, timeout=120)
+    deadline = time.monotonic() + 120
+    while len(_killable.scheduler_info()["workers"]) != 2:  # a killed one not yet removed
+        assert time.monotonic() < deadline, _killable.scheduler_info()["workers"]
+        time.sleep(0.1)
+    return _killable
 
 
 def batch(n, start=0):
@@ -72,8 +96,8 @@ def kill_worker_of(replay, client) -> None:
 
 
 @pytest.mark.slow
-def test_replay_is_recreated_from_its_checkpoint_when_its_worker_dies(fresh_client, tmp_path):
-    client = fresh_client
+def test_replay_is_recreated_from_its_checkpoint_when_its_worker_dies(killable, tmp_path):
+    client = killable
     path = str(tmp_path / "replay.npz")
     replay = ReplayService(DaskExecutor(client), CONFIG, seed=2, checkpoint_path=path,
                            timeout=30)
@@ -110,13 +134,13 @@ def _push(handle, start: int, n: int) -> dict:
 
 
 @pytest.mark.slow
-def test_the_transitions_a_loss_takes_are_counted_from_inserted_not_sizes(fresh_client,
+def test_the_transitions_a_loss_takes_are_counted_from_inserted_not_sizes(killable,
                                                                            tmp_path):
     """A full ring buffer keeps its size: only the inserted counters say what a loss took
     (the issue measured ``lost = 0`` while inserted went back from 193,200 to 185,600). The
     count also takes the replies of tasks that wrote to the replay (``observe``), and a reply
     of the lost server that arrives after the recovery."""
-    client = fresh_client
+    client = killable
     executor = DaskExecutor(client)
     config = dict(CONFIG, capacity=1000)
     replay = ReplayService(executor, config, seed=3, timeout=30, private=True)
@@ -148,7 +172,7 @@ def test_the_transitions_a_loss_takes_are_counted_from_inserted_not_sizes(fresh_
     assert not os.path.exists(folder)  # the private directory goes with the replay
 
 
-def test_inserts_no_reply_showed_are_counted_from_the_servers_count_file(fresh_client,
+def test_inserts_no_reply_showed_are_counted_from_the_servers_count_file(killable,
                                                                            tmp_path):
     """A writer whose reply the driver never saw (an actor loop, a task that died with the
     replay's worker): the lost server's count file, on its own host's scratch, still says how
@@ -160,7 +184,7 @@ def test_inserts_no_reply_showed_are_counted_from_the_servers_count_file(fresh_c
 
     from esnb.replay.server import read_count
 
-    client = fresh_client
+    client = killable
     executor = DaskExecutor(client)
     replay = ReplayService(executor, CONFIG, seed=4, timeout=30,
                            checkpoint_path=str(tmp_path / "replay.npz"))

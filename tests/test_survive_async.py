@@ -83,6 +83,13 @@ def resume(out: Path, command: list[str], *extra: str, timeout: float = 900):
     return p
 
 
+def past(meta: dict, column: str, more: int) -> int:
+    """A total budget ``more`` past what the checkpoint held in ``column``: the resumed run
+    goes on a few iterations, not to the first run's total (its budget was only there to keep
+    it going until it was killed)."""
+    return int(pd.DataFrame(meta["history"])[column].iloc[-1]) + more
+
+
 def check_resumed(out: Path, meta: dict, column: str, stderr: str) -> pd.DataFrame:
     """History 1..N without a gap or a repeat, its first rows those the checkpoint held, and
     the replay (if the run has one) restored with exactly the recorded size and inserted."""
@@ -115,9 +122,10 @@ def test_aesrl_resumes_after_a_kill_with_its_replay_and_critic(tmp_path):
     assert meta["replay"] is not None
     arrays = load_checkpoint(out / "checkpoint.npz")[1]
     assert "critic" in arrays and "critic_adam_m" in arrays  # the critic learner's state
-    p = resume(out, AESRL)
+    total = past(meta, "env_steps", 150)
+    p = resume(out, AESRL, "--steps", str(total))
     h = check_resumed(out, meta, "update", p.stderr)
-    assert h.env_steps.iloc[-1] >= 1200
+    assert h.env_steps.iloc[-1] >= total
     # the critic goes on from its saved updates (it never restarts from zero)
     held = int(meta["iteration"])
     assert (h.critic_updates.iloc[held:] >= h.critic_updates.iloc[held - 1]).all()
@@ -127,9 +135,10 @@ def test_cemrl_resumes_after_a_kill_with_its_replay(tmp_path):
     out = tmp_path / "cem"
     run = [*CEMRL, "--workers", "0", "--generations", "8", "--checkpoint-every", "0", *QUIET]
     meta = kill_when_saved(start([*run, "--out", str(out)]), out / "checkpoint.npz", 3)
-    p = resume(out, CEMRL)
+    total = int(meta["iteration"]) + 2
+    p = resume(out, CEMRL, "--generations", str(total))
     h = check_resumed(out, meta, "generation", p.stderr)
-    assert len(h) == 8
+    assert len(h) == total
 
 
 def test_apex_resumes_after_a_kill_with_its_replay(tmp_path):
@@ -137,9 +146,10 @@ def test_apex_resumes_after_a_kill_with_its_replay(tmp_path):
     run = [*APEX, "--workers", "0", "--learner-steps", "240", "--checkpoint-every", "0",
            *QUIET]
     meta = kill_when_saved(start([*run, "--out", str(out)]), out / "checkpoint.npz", 15)
-    p = resume(out, APEX)
+    total = past(meta, "learner_steps", 40)
+    p = resume(out, APEX, "--learner-steps", str(total))
     h = check_resumed(out, meta, "iteration", p.stderr)
-    assert h.learner_steps.iloc[-1] >= 240
+    assert h.learner_steps.iloc[-1] >= total
     # what the replay counted goes on from the checkpoint's moment
     held = int(meta["iteration"])
     assert h.replay_inserted.iloc[held] >= meta["replay"]["inserted"]
@@ -156,9 +166,10 @@ def test_apex_on_a_local_cluster_resumes_after_the_whole_job_is_killed(tmp_path)
     meta = kill_when_saved(start([*run, "--out", str(out)]), out / "checkpoint.npz", 5,
                            also=recovery.exists)
     assert meta["replay"]["inserted"] >= 200 and meta["learner_steps"] < 3000
-    p = resume(out, APEX, "--workers", "2")
+    total = past(meta, "learner_steps", 200)
+    p = resume(out, APEX, "--workers", "2", "--learner-steps", str(total))
     h = check_resumed(out, meta, "iteration", p.stderr)
-    assert h.learner_steps.iloc[-1] >= 3000
+    assert h.learner_steps.iloc[-1] >= total
     # the replay's recovery checkpoints went into the run folder; removed when the run ended
     assert "replay-recovery" not in " ".join(p.name for p in out.iterdir())
 
@@ -170,9 +181,10 @@ def test_impala_resumes_after_a_kill(tmp_path):
     meta = kill_when_saved(start([*run, "--out", str(out)]), out / "checkpoint.npz", 5)
     arrays = load_checkpoint(out / "checkpoint.npz")[1]
     assert any(k.startswith("opt_") for k in arrays)  # the optimiser's state
-    p = resume(out, IMPALA)
+    total = past(meta, "learner_steps", 40)
+    p = resume(out, IMPALA, "--learner-steps", str(total))
     h = check_resumed(out, meta, "iteration", p.stderr)
-    assert h.learner_steps.iloc[-1] >= 300
+    assert h.learner_steps.iloc[-1] >= total
 
 
 def test_eorl_resumes_after_a_kill_with_its_population_and_buffer(tmp_path):
@@ -181,9 +193,10 @@ def test_eorl_resumes_after_a_kill_with_its_population_and_buffer(tmp_path):
     meta = kill_when_saved(start([*run, "--out", str(out)]), out / "checkpoint.npz", 20)
     arrays = load_checkpoint(out / "checkpoint.npz")[1]
     assert arrays["net.theta"].shape[0] > 1 and len(arrays["buffer.ids"]) > 0
-    p = resume(out, EORL)
+    total = int(meta["iteration"]) + 20
+    p = resume(out, EORL, "--episodes", str(total))
     h = check_resumed(out, meta, "episode", p.stderr)
-    assert len(h) == 150
+    assert len(h) == total
     after = load_checkpoint(out / "checkpoint.npz")[0]
     assert after["buffer"]["counters"]["inserted"] > meta["buffer"]["counters"]["inserted"]
 
