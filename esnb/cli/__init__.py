@@ -40,7 +40,10 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(benches: bool = True) -> argparse.ArgumentParser:
+    """esnb's command line; ``benches=False`` leaves out the benchmarks' own flags (``esnb
+    bench`` then takes none): importing every benchmark's module costs a command ~1-2 s, and
+    only ``esnb bench`` (or the help) needs them."""
     from esnb.cli import common
     from esnb.cli import train as trainer
 
@@ -91,9 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench_text = ("Benchmarks, each measuring what it compares side by side in one run "
                   "(BENCHMARKS.md gives every figure with its command).")
     bench = sub.add_parser("bench", help=first_sentence(bench_text), description=bench_text)
-    benches = bench.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
+    if not benches:
+        return parser
+    listed = bench.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
     for name, module in BENCHMARKS.items():
-        p, mod = _plugin_parser(benches, name, module)
+        p, mod = _plugin_parser(listed, name, module)
         if mod is not None:
             mod.add_arguments(p)
         p.set_defaults(bench=module)
@@ -135,8 +140,11 @@ def list_runs(folder: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    given = sys.argv[1:] if argv is None else list(argv)
+    # the benchmarks' modules are imported only for a command that needs their flags
+    words = [w for w in given if not w.startswith("-")]
+    parser = build_parser(benches=not words or words[0] == "bench")
+    args = parser.parse_args(given)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     if not args.verbose:
