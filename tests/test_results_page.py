@@ -209,3 +209,9 @@ def test_a_seed_is_a_session_run_with_its_own_folder_and_resumes_from_it(tmp_pat
     assert [r[0] for r in resumed["curve"]] == [r[0] for r in whole["curve"]]
     assert [r[2] for r in resumed["curve"]] == [r[2] for r in whole["curve"]]
     assert (resumed["final"], resumed["env_steps"]) == (whole["final"], whole["env_steps"])
+    # a finished seed's folder (a results run stopped after it) is read back, not run again
+    before = (tmp_path / "whole" / "checkpoint.npz").read_bytes()
+    again = run_seed(es, 2, client=False, folder=tmp_path / "whole")
+    assert (tmp_path / "whole" / "checkpoint.npz").read_bytes() == before
+    assert (again["final"], again["env_steps"]) == (whole["final"], whole["env_steps"])
+    assert np.allclose(again["curve"], whole["curve"], rtol=0, atol=1e-4)

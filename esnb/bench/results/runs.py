@@ -37,8 +37,9 @@ def run_seed(entry: Entry, seed: int, client, folder: Path | None = None) -> dic
     ``curve`` is a list of ``[env_steps, wall_seconds, score]``.
 
     The seed is a run of the session (:func:`esnb.session.run.run`) on ``client`` with its
-    own run folder, ``folder`` (default: a temporary one): its checkpoints go there, and a
-    folder holding a checkpoint but no summary (a run stopped before its end) is resumed.
+    own run folder, ``folder`` (default: a temporary one): its checkpoints go there, a
+    folder holding a checkpoint but no summary (a run stopped before its end) is resumed, and
+    one holding a finished run is read back (its summary and history), not run again.
     A signal stops the run after its iteration, its checkpoint written, and raises
     ``KeyboardInterrupt``.
     """
@@ -54,6 +55,8 @@ def run_seed(entry: Entry, seed: int, client, folder: Path | None = None) -> dic
     from esnb.session.run import run
 
     folder = Path(folder)
+    if (folder / "summary.json").exists() and (folder / "history.csv").exists():
+        return _finished_seed(seed, folder)  # run to its end before: read, not run again
     resume = (folder / "checkpoint.npz").exists() and not (folder / "summary.json").exists()
     options = RunOptions.of(preset=entry.preset, name=f"results-{entry.key}-{seed}",
                             out=str(folder), progress=False, final_eval=entry.eval_episodes,
@@ -66,12 +69,27 @@ def run_seed(entry: Entry, seed: int, client, folder: Path | None = None) -> dic
                                 f"resumes it")
     import pandas as pd
 
-    history = pd.DataFrame(outcome.records)
+    return _seed_row(seed, outcome.summary, pd.DataFrame(outcome.records))
+
+
+def _seed_row(seed: int, summary: dict[str, Any], history) -> dict[str, Any]:
     last = history.iloc[-1]
-    return {"seed": seed, "final": outcome.summary["final_eval_mean"],
-            "final_std": outcome.summary["final_eval_std"],
+    return {"seed": seed, "final": summary["final_eval_mean"],
+            "final_std": summary["final_eval_std"],
             "env_steps": int(last["env_steps"]), "wall_s": float(last["wall_time"]),
             "curve": _curve(history)}
+
+
+def _finished_seed(seed: int, folder: Path) -> dict[str, Any]:
+    """The row of a seed whose run folder holds its finished run (a results run stopped
+    after this seed: its later seeds resume, this one is read back)."""
+    import pandas as pd
+
+    summary = json.loads((folder / "summary.json").read_text())
+    if summary.get("final_eval_mean") is None:
+        raise ValueError(f"{folder} holds a run that ended without its final evaluation; "
+                         f"move it away to run this seed again")
+    return _seed_row(seed, summary, pd.read_csv(folder / "history.csv"))
 
 
 def _curve(history) -> list[list[float]]:
