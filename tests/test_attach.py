@@ -86,8 +86,8 @@ def test_launch_attach_steer_from_two_kernels_and_stop(in_tmp, capsys):
     assert planned["options"]["serve"] and planned["settings"]["population"] == 8
     assert planned["budget"] == {"generations": 100_000}
 
-    with pytest.raises(ValueError, match=r"^run 'run-a' is running in runs/run-a \(pid \d+\): "
-                                         r"attach to it"):
+    with pytest.raises(ValueError, match=rf"^runs/run-a belongs to a run that is running "
+                                         rf"\(pid {a.process.pid}\): attach to it"):
         esnb.launch("es", name="run-a", **RUN)  # a second run into its folder: refused
     b = esnb.attach("run-a", origin="kernel-b")
     until("3 generations", lambda: b.iteration >= 3)

@@ -31,6 +31,7 @@ from typing import Any
 
 from esnb.config import CLUSTER_TYPES
 from esnb.record import history_to_json
+from esnb.session.folder import FolderLock
 
 #: the file a serving run writes into its folder (deleted once the run has written its folder)
 ATTACH_FILE = "attach.json"
@@ -211,6 +212,9 @@ class Serving:
 
     def __init__(self, runner, client, folder, security):
         self.runner, self.folder = runner, Path(folder)
+        # a live run holds its folder (the session's lock, shared; taken here when serving
+        # without the session): the lock, not this file, says the run is live
+        self.lock = FolderLock(self.folder).acquire()
         self.dashboard = getattr(client, "dashboard_link", None) if dashboard_on() else None
         self.scheduler = client.cluster.scheduler
         self.own_client = client.id
@@ -242,6 +246,7 @@ class Serving:
         deadline = time.monotonic() + LEAVE_WAIT
         while time.monotonic() < deadline and self._attached():
             time.sleep(0.1)
+        self.lock.release()
 
     def _attached(self) -> list[str]:
         """The clients of the scheduler other than the run's own."""

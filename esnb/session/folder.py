@@ -42,17 +42,29 @@ def lock_holder(folder) -> int | None:
         os.close(fd)
 
 
+#: the folders this process holds: their lock file's descriptor and how many holders
+_HELD: dict[Path, list[int]] = {}
+
+
 class FolderLock:
     """The run folder ``folder`` held by this process until :meth:`release` (a context
-    manager). Taking a folder another live run holds is one ``ValueError``."""
+    manager). Taking a folder another live run holds is one ``ValueError``; within one process
+    the lock is shared (the session holds the folder for the run, the serving of the run for
+    its attach file), released when its last holder releases it."""
 
     def __init__(self, folder):
         self.folder = Path(folder)
-        self.fd: int | None = None
+        self.key = self.folder.resolve()
+        self.held = False
 
     def acquire(self) -> FolderLock:
-        path = self.folder / LOCK_FILE
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        if self.held:
+            return self
+        if self.key in _HELD:
+            _HELD[self.key][1] += 1
+            self.held = True
+            return self
+        fd = os.open(self.folder / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -60,14 +72,20 @@ class FolderLock:
             raise ValueError(in_use(self.folder, lock_holder(self.folder) or -1)) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
-        self.fd = fd
+        _HELD[self.key] = [fd, 1]
+        self.held = True
         return self
 
     def release(self) -> None:
-        if self.fd is not None:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = None
+        if not self.held:
+            return
+        self.held = False
+        entry = _HELD[self.key]
+        entry[1] -= 1
+        if entry[1] == 0:
+            del _HELD[self.key]
+            fcntl.flock(entry[0], fcntl.LOCK_UN)
+            os.close(entry[0])
 
     def __enter__(self) -> FolderLock:
         return self.acquire()
