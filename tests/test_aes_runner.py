@@ -19,6 +19,9 @@ from esnb.aes.rules import MEAN_RULES, call_rule
 from esnb.record import load_checkpoint
 from esnb.runners.aesrl import AESRL, AESRLConfig, CEMRLConfig
 
+#: one test process runs this file: its module-scoped run/cluster is made once, not per process
+pytestmark = pytest.mark.xdist_group("aes-runner")
+
 #: InvertedPendulum (obs 4, act 1, short episodes) with small networks: fast on 2 busy cores
 SMALL = dict(actor_hidden=(16, 16), critic_hidden=(32, 32), rl_start_step=300,
              critic_chunk=100, eval_episodes=2, max_episode_steps=100, batch_size=32,

@@ -22,7 +22,9 @@ import pytest
 from esnb.cluster import make_client
 from esnb.runners.es import ES
 
-pytestmark = pytest.mark.slow  # every test here starts a cluster or a CLI run
+# every test here starts a cluster or a CLI run; one test process runs the file (its
+# module-scoped cluster made once, not once per test process)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("faults")]
 
 # fixed-length episodes, one pair per task (~50 ms): a generation keeps both workers busy
 CFG = dict(env="HalfCheetah-v5", population=16, sigma=0.05, lr=0.03, seed=7,

@@ -16,6 +16,9 @@ from esnb.runners.executor import InlineExecutor
 from esnb.runners.executor.on_dask import DaskExecutor
 from esnb.runners.replay_service import ReplayService
 
+#: one test process runs this file: its module-scoped run/cluster is made once, not per process
+pytestmark = pytest.mark.xdist_group("replay-remote")
+
 SPEC = {"obs": ((4,), "float32"), "action": "int64"}
 CONFIG = dict(capacity=5000, prioritized=True, spec=SPEC, min_size=10)
 
