@@ -176,6 +176,9 @@ def test_resume_applies_live_settings_and_refuses_fixed_ones(tmp_path):
     (["--env", "Pendulum-v1", "--env-kwargs", '{"g": "abc"}'], None,
      "'Pendulum-v1' with env_kwargs {'g': 'abc'} fails on its first step: TypeError"),
     ([], {"DASK_ESNB__NOISE__SIZE": "0"}, "esnb.noise.size"),
+    ([], {"DASK_ESNB__SERVE__DASHBOARD": "maybe"},
+     "esnb.serve.dashboard (dask config: esnb.yaml, ~/.config/dask/ or DASK_ESNB__...) must be "
+     "true or false, got 'maybe'"),
     (["--env-kwargs", '{"bogus": 1}'], None, "env_kwargs {'bogus': 1} do not fit"),
     (["--hidden", "ab"], None, "argument --hidden: must be a sequence of integers"),
     # trackers' destinations, before the run folder or any cluster (issue 36): not MLflow's
