@@ -102,6 +102,25 @@ def test_an_unnamed_run_takes_the_next_free_name(tmp_path, capsys):
     assert check_new(spare, chosen=True) == spare
 
 
+def test_an_unnamed_plan_takes_the_free_name_for_its_folder_and_its_run(tmp_path, monkeypatch,
+                                                                        capsys):
+    """Two unnamed runs planned in the same second: the second is named and foldered
+    ``<name>-2`` (the run's name is its folder's), said on stderr; the first is untouched."""
+    import esnb.session.plan as planning
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(planning.time, "strftime", lambda fmt: "20261128-120000")
+    first = plan("es", {"env": "CartPole-v1"}, RunOptions.of(), check_cluster_now=False)
+    assert first.name == "es-20261128-120000"
+    (first.folder / "history.csv").write_text("generation\n1\n")  # it ran
+    second = plan("es", {"env": "CartPole-v1"}, RunOptions.of(), check_cluster_now=False)
+    assert second.name == "es-20261128-120000-2"
+    assert second.folder == Path("runs/es-20261128-120000-2") and second.folder.is_dir()
+    assert "runs/es-20261128-120000 holds another run; this run is es-20261128-120000-2" in \
+        capsys.readouterr().err
+    assert (first.folder / "history.csv").read_text() == "generation\n1\n"
+
+
 HOLD = """
 import sys, time
 from esnb.session.folder import FolderLock
