@@ -247,11 +247,12 @@ def test_tutorial_04_runs_and_its_slider_steers_the_run_in_a_real_browser(
         page.on("request", lambda req: foreign.append(req.url)
                 if not req.url.startswith((lab, "data:", "blob:", "about:")) else None)
         try:
-            _drive(page, lab, cell_indices, output_dir, timings, t0)
+            restarted_at = _drive(page, lab, cell_indices, output_dir, timings, t0, console)
             assert not page_errors, page_errors
             assert not foreign, f"requests outside the Jupyter server (a CDN?): {foreign[:5]}"
-            bad = [(kind, text) for kind, text in console
-                   if kind == "error" or "could not set initial ranges" in text]
+            bad = [(kind, text) for i, (kind, text) in enumerate(console)
+                   if (kind == "error" or "could not set initial ranges" in text)
+                   and not (i >= restarted_at and _stale_widget_view(text))]
             assert not bad, f"browser console: {bad[:5]}"
         except BaseException:
             shot = output_dir / "tutorial04-failure.png"
@@ -270,7 +271,17 @@ def test_tutorial_04_runs_and_its_slider_steers_the_run_in_a_real_browser(
     print("\ntimings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()))
 
 
-def _drive(page, base, cell_indices, output_dir, timings, t0):
+def _stale_widget_view(text: str) -> bool:
+    """JupyterLab's own error when it draws (again, e.g. as the notebook scrolls) an output of
+    a kernel that was restarted: that kernel's widget models are gone. A person sees "Error
+    displaying widget: model not found" in those old outputs; it says nothing about esnb, whose
+    widgets in the new kernel are checked to render."""
+    return text.startswith("Error: widget model not found") and "get_model" in text
+
+
+def _drive(page, base, cell_indices, output_dir, timings, t0, console) -> int:
+    """Drive tutorial 04 as a person would; the number of console messages logged before the
+    kernel was restarted."""
     first_code, board_idx, last_idx, n_cells = cell_indices
 
     def mark(name):
@@ -418,6 +429,7 @@ def _drive(page, base, cell_indices, output_dir, timings, t0):
     run_pid = int(launched.split("ESNB-LAUNCHED", 1)[1].split()[1])
     page.locator(".lm-MenuBar-item", has_text="Kernel").first.click()
     page.locator(".lm-Menu-item[data-command='kernelmenu:restart']:visible").click()
+    restarted_at = len(console)
     page.locator(".jp-Dialog .jp-mod-accept").click()  # "Restart"
     page.locator("#jp-main-statusbar", has_text="| Idle").wait_for(timeout=120_000)
     mark("kernel restarted")
@@ -442,6 +454,7 @@ def _drive(page, base, cell_indices, output_dir, timings, t0):
     assert sigma[0][3].endswith(f"pid {record['kernel']}"), record  # its origin: that kernel
     assert "ESNB-STOPPED ended" in text
     mark("attached run stopped")
+    return restarted_at
 
 
 def _drag(page, slider, pixels: int) -> None:
