@@ -82,6 +82,7 @@ SCHEMA: dict[str, tuple[Callable[[Any], bool], str]] = {
     "cluster.actor-worker-wait": ((lambda v: type(v) in (int, float) and 0 < v < float("inf")),
                                   "a number of seconds > 0"),
     "serve.dashboard": _boolean(),
+    "mujoco.timer": _boolean(),
     "noise.size": _integer(1),
     "noise.seed": _integer(0),
     "noise.cache": ((lambda v: v is False or (isinstance(v, str) and v != "")),

@@ -10,7 +10,7 @@ from esnb.runners.es import ES
 from esnb.runners.playback import load_run
 
 CFG = dict(env="CartPole-v1", population=8, sigma=0.05, lr=0.03, seed=3, eval_interval=0,
-           noise_size=200_000, min_task_runtime=0.0, max_episode_steps=100)
+           noise_size=200_000, tasks_per_worker=100, max_episode_steps=100)
 
 
 def steered() -> ES:

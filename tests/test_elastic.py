@@ -14,7 +14,7 @@ from esnb.runners.es import ES
 # HalfCheetah: fixed-length episodes, ~0.1 s per task, so workers come and go mid-generation
 CFG = dict(env="HalfCheetah-v5", population=16, sigma=0.05, lr=0.03, seed=11,
            max_episode_steps=200, obs_stat_prob=0.5, eval_interval=3, eval_episodes=2,
-           noise_size=1_000_000, min_task_runtime=0.0)
+           noise_size=1_000_000, tasks_per_worker=100)
 
 def _wait_for(cond, runner, timeout=120.0):
     t0 = time.monotonic()

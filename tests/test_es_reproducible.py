@@ -52,12 +52,14 @@ def test_one_worker_bitwise_equal_inline(inline_run):
         c.close()
 
 
-@pytest.mark.parametrize("runtime", [0.0, 100.0])
-def test_task_batching_never_changes_a_number(client, inline_run, runtime):
-    r = ES(**CFG, client=client, min_task_runtime=runtime)
+@pytest.mark.parametrize("tasks_per_worker, per_task", [(1, 3), (2, 2), (3, 1), (100, 1)])
+def test_task_batching_never_changes_a_number(client, inline_run, tasks_per_worker, per_task):
+    r = ES(**CFG, client=client, tasks_per_worker=tasks_per_worker)
     r.step(GENS)
-    per_task = r.history.pairs_per_task.iloc[-1]
-    assert per_task == (1 if runtime == 0 else 3)  # 6 pairs over 2 workers at most
+    history = r.history
+    assert (history.pairs_per_task == per_task).all()  # 6 pairs over 2 workers
+    assert (history.tasks == -(-6 // per_task)).all()
+    assert (history.task_workers == 2).all()  # every worker ran pairs every generation
     assert_same(fingerprint(r), inline_run)
 
 

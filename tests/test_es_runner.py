@@ -183,7 +183,7 @@ def test_failure_is_reported_and_reraised():
     (dict(population=7), "population must be even"),
     (dict(env="HalfCheetah-v9"), "unknown environment id 'HalfCheetah-v9'.*HalfCheetah-v5"),
     (dict(noise_size=1000), "noise table only 1000 entries"),
-    (dict(min_task_runtime=-1), "min_task_runtime"),
+    (dict(tasks_per_worker=0), "tasks_per_worker"),
 ])
 def test_bad_constructor_arguments(kw, message):
     with pytest.raises(ValueError, match=message):

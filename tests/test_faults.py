@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("faults")]
 # fixed-length episodes, one pair per task (~50 ms): a generation keeps both workers busy
 CFG = dict(env="HalfCheetah-v5", population=16, sigma=0.05, lr=0.03, seed=7,
            max_episode_steps=500, obs_stat_prob=0.5, eval_interval=2, eval_episodes=2,
-           noise_size=1_000_000, min_task_runtime=0.0)
+           noise_size=1_000_000, tasks_per_worker=100)
 GENS = 6
 
 

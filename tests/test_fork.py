@@ -13,7 +13,7 @@ from esnb.runners.fork import kept
 from esnb.runners.playback import load_run
 
 CFG = dict(env="CartPole-v1", population=8, sigma=0.05, lr=0.03, seed=5, eval_interval=0,
-           noise_size=200_000, min_task_runtime=0.0, max_episode_steps=100)
+           noise_size=200_000, tasks_per_worker=100, max_episode_steps=100)
 
 
 def steered_at(iteration: int, generations: int, **changes) -> ES:

@@ -27,8 +27,8 @@ class ESConfig(EnvSettings):
     algorithm = "ES"
     title = "OpenAI-ES"
     #: iw_distributed: workers replay IW-ES updates on their replicas (docs/scale_out.md);
-    #: nothing to set
-    retired = ("iw_distributed",)
+    #: nothing to set. min_task_runtime: tasks are sized to workers (tasks_per_worker)
+    retired = ("iw_distributed", "min_task_runtime")
     #: ``esnb demo``: HalfCheetah-v5 reaches 2,000 in 2M env steps with a larger step size
     #: (evaluations every 10 generations keep the rollouts' share of the time)
     presets = {"demo": {"env": "HalfCheetah-v5", "lr": 0.02, "eval_interval": 10}}
@@ -72,11 +72,12 @@ class ESConfig(EnvSettings):
     noise_seed: int | None = setting(None, kind="int", low=0,
                                      help="seed of the noise table (none: dask config "
                                           "esnb.noise.seed, 123)")
-    min_task_runtime: float = setting(0.1, low=0.0, high=3600.0, paper=0.2,
-                                      why="shorter tasks keep 2 workers evenly busy on small "
-                                          "generations (OpenAI: 0.2 s on large ones)",
-                                      help="seconds a task should at least run; mirrored pairs "
-                                           "are batched to reach it")
+    tasks_per_worker: int = setting(
+        1, low=1, high=100_000,
+        help="tasks a generation's mirrored pairs are split into, per worker: 1 steps all of a "
+             "worker's episodes in lock step in one task (the fastest: a task of one pair "
+             "steps 2 episodes at a time); more make a lost worker's share of a generation "
+             "smaller. A task holds at least one pair")
     iw_k: int = setting(0, low=0, high=1000, live=True, special=("auto",),
                         help="IW-ES: importance-weighted updates per batch at most (0: plain "
                              "OpenAI-ES; 'auto': up to iw_k_max while ESS/n stays above "

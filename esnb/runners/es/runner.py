@@ -9,9 +9,10 @@ One generation, top to bottom (:meth:`ES._iteration`):
 3. rollouts: every worker keeps a replica of theta, Adam's state and the observation
    statistics (:mod:`.replica`); the generation's small update (the last ordinary update as
    offsets and shaped returns, this generation's IW updates, observation sums) is sent once,
-   with tasks of several mirrored pairs each (sized so a task runs >= ``min_task_runtime``)
-   placed one per worker in turn (:mod:`.dispatch`), and every ``eval_interval`` generations
-   noise-free episodes of theta; results come back in submission order;
+   with ``tasks_per_worker`` tasks of mirrored pairs per worker (one by default: all of a
+   worker's episodes step in lock step in one task), placed on the workers in turn
+   (:mod:`.dispatch`), and every ``eval_interval`` generations noise-free episodes of theta;
+   results come back in submission order;
 4. ``tell``: pairs with a non-finite return are left out (counted and logged), the rest are
    shaped, one Adam step is taken, and the batch is kept for IW-ES;
 5. the history row.
@@ -143,8 +144,6 @@ class ES(Runner):
         self.env_steps = 0
         self.eval_steps = 0
         self.episodes = 0
-        self._sec_per_step: float | None = None
-        self._mean_len: float | None = None
 
     # -- public ------------------------------------------------------------------------------
     @property
@@ -242,7 +241,6 @@ class ES(Runner):
 
         self.env_steps += int(merged["lengths"].sum())
         self.episodes += 2 * pairs
-        self._learn_task_speed(train, merged["lengths"])
         row = {"env_steps": self.env_steps, "episodes": self.episodes,
                **return_columns(returns, std=True), **rollout, **_episode_stats(merged, valid),
                "obs_count": self.obs_stats.count, "sigma": snap.sigma, "lr": snap.lr,
@@ -313,21 +311,9 @@ class ES(Runner):
         return PolicyPayload(self.es.theta.copy(), *self._normalisation(), float(sigma))
 
     def _pairs_per_task(self, pairs: int) -> int:
-        workers = self.generations.n_workers
-        most = max(1, math.ceil(pairs / workers))
-        if self._sec_per_step is None or self._mean_len is None:
-            return max(1, math.ceil(pairs / (2 * workers)))
-        pair_time = max(self._sec_per_step * 2 * self._mean_len, 1e-9)
-        return int(min(most, max(1, math.ceil(self.config.min_task_runtime / pair_time))))
-
-    def _learn_task_speed(self, train: list[dict], lengths: np.ndarray) -> None:
-        """Seconds per env step (smoothed) and the mean episode length: task sizing only."""
-        steps = int(lengths.sum())
-        if steps:
-            rate = sum(r["seconds"] for r in train) / steps
-            self._sec_per_step = rate if self._sec_per_step is None else (
-                0.7 * self._sec_per_step + 0.3 * rate)
-            self._mean_len = float(lengths.mean())
+        """Pairs per task: the generation's pairs in ``tasks_per_worker`` tasks per worker."""
+        tasks = self.generations.n_workers * self.config.tasks_per_worker
+        return max(1, math.ceil(pairs / tasks))
 
     def _eval_seeds(self, episodes: int) -> list[np.ndarray]:
         """The evaluation episodes' seeds, split over the workers."""

@@ -25,8 +25,6 @@ def run_state(run) -> tuple[dict, dict]:
         "env_steps": run.env_steps,
         "eval_steps": run.eval_steps,
         "episodes": run.episodes,
-        "sec_per_step": run._sec_per_step,
-        "mean_len": run._mean_len,
         "num_params": run.spec.num_params,
         # the pending IW-ES batch and a bitwise resume need the same noise
         "noise_digest": run.noise.digest,
@@ -62,8 +60,6 @@ def load_run_state(run, meta: dict, arrays: dict) -> None:
     run.env_steps = int(meta["env_steps"])
     run.eval_steps = int(meta["eval_steps"])
     run.episodes = int(meta["episodes"])
-    run._sec_per_step = meta["sec_per_step"]
-    run._mean_len = meta["mean_len"]
     run.iw.load(meta, arrays)
 
 
