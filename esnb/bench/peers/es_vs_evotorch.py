@@ -14,8 +14,11 @@ order of the two alternating), medians reported:
   actor samples and evaluates its share of the population and sends back a gradient), the same
   network, in a fresh ``--evotorch-python`` interpreter: 2 warm-up generations (Ray's start and
   the actors'), then the same timed generations;
-- **physics**: :func:`esnb.bench.es.rollout.physics_rate` (``mj_step`` in a Python loop), alone
-  and in as many processes as workers at once (the contention the workers meet).
+- **physics**: :func:`esnb.bench.es.rollout.physics_rate` (``mj_step`` in a Python loop on
+  random actions), alone and in as many processes as workers at once (the contention the
+  workers meet); and the **physics of ES's own episodes** (:mod:`esnb.bench.es.own_physics`:
+  the timed generations' episodes, recorded once inline with the same seed, their controls
+  replayed through ``mj_step``) in as many processes: the limit of these very rollouts.
 
 Rates are env steps per wall second per worker (esnb) or actor (EvoTorch). EvoTorch runs in
 its own interpreter because it pins its own torch and pulls in Ray: the optional extra
@@ -31,6 +34,7 @@ from esnb.bench.common.flags import add_json, add_settings, given_settings
 from esnb.bench.common.interpreter import child
 from esnb.bench.common.report import Session
 from esnb.bench.es import rollout
+from esnb.bench.es.own_physics import OwnEpisodes
 from esnb.bench.es.rollout import CHILD, physics_in_parallel, physics_rate
 from esnb.bench.peers.versions import peer_versions
 from esnb.runners.es.config import ESConfig
@@ -151,12 +155,15 @@ def esnb_params(es: ESConfig) -> int:
 def measure(es: ESConfig, workers: int = 2, repeats: int = 3, generations: int = 2,
             steps: int = 20_000, python: str = sys.executable, progress=print) -> dict:
     versions = check_evotorch(python)
-    rates: dict = {k: [] for k in ("physics", "physics_parallel", "esnb", "evotorch")}
+    rates: dict = {k: [] for k in ("physics", "physics_parallel", "physics_own_parallel",
+                                   "esnb", "evotorch")}
     steps_per_run: dict = {"esnb": set(), "evotorch": set()}
     params, retries = None, 0
+    own = OwnEpisodes(es.env, es.population, WARM_UP, generations)
     for r in range(repeats):
         rates["physics"].append(physics_rate(es.env, steps, seed=r))
         rates["physics_parallel"].append(physics_in_parallel(es.env, steps, workers, seed=r))
+        rates["physics_own_parallel"].append(own.rate(workers))
         # alternate who goes first: neither always meets the machine after the other
         for name in ("esnb", "evotorch") if r % 2 == 0 else ("evotorch", "esnb"):
             out = (esnb_rate(es.env, workers, generations, es.population) if name == "esnb"
@@ -167,8 +174,10 @@ def measure(es: ESConfig, workers: int = 2, repeats: int = 3, generations: int =
             retries += out.get("attempts", 1) - 1
         progress(f"round {r + 1}/{repeats}: " + ", ".join(
             f"{k} {v[-1]:,.0f}" for k, v in rates.items()))
+    own.close()
     med = {k: statistics.median(v) for k, v in rates.items()}
-    return {"env": es.env, "population": es.population, "workers": workers,
+    return {"env": es.env, "own_episodes": own.info, "population": es.population,
+            "workers": workers,
             "generations": generations, "repeats": repeats, "network": network(es),
             "params": {"esnb": esnb_params(es), "evotorch": params},
             "evotorch_ray_versions": versions, "ray_start_retries": retries,
@@ -178,10 +187,13 @@ def measure(es: ESConfig, workers: int = 2, repeats: int = 3, generations: int =
             "ratio_by_round": [a / b for a, b in zip(rates["esnb"], rates["evotorch"])],
             "fraction_of_physics": {k: med[k] / med["physics"] for k in ("esnb", "evotorch")},
             "fraction_of_parallel_physics": {
-                k: med[k] / med["physics_parallel"] for k in ("esnb", "evotorch")}}
+                k: med[k] / med["physics_parallel"] for k in ("esnb", "evotorch")},
+            "fraction_of_own_physics": {
+                k: med[k] / med["physics_own_parallel"] for k in ("esnb", "evotorch")}}
 
 
-LABELS = {**{k: rollout.LABELS[k] for k in ("physics", "physics_parallel")},
+LABELS = {**{k: rollout.LABELS[k] for k in ("physics", "physics_parallel",
+                                            "physics_own_parallel")},
           "esnb": "esnb ES, per worker",
           "evotorch": "EvoTorch PGPE (distributed), per actor"}
 
@@ -203,6 +215,9 @@ def run(args) -> int:
     by_round = ", ".join(f"{x:.2f}" for x in r["ratio_by_round"])
     print(f"  esnb / EvoTorch: {r['ratio']:.2f} (by round: {by_round})")
     par = r["fraction_of_parallel_physics"]
+    own = r["fraction_of_own_physics"]
     print(f"  of the physics in {r['workers']} processes at once: esnb {par['esnb']:.2f}, "
-          f"EvoTorch {par['evotorch']:.2f}")
+          f"EvoTorch {par['evotorch']:.2f}; of the physics of ES's own episodes: esnb "
+          f"{own['esnb']:.2f}, EvoTorch {own['evotorch']:.2f} ({r['own_episodes']['episodes']} "
+          f"episodes, {r['own_episodes']['contacts_per_step']:.2f} contacts per step)")
     return session.done(args, r, rerun="esnb bench es-vs-evotorch")
