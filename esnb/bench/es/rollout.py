@@ -234,6 +234,7 @@ def measure(env: str = ENV, population: int = 40, repeats: int = 3, steps: int =
 
 LABELS = {"physics": "physics, mj_step(nstep=frame_skip)",
           "physics_parallel": "physics, in as many processes as workers",
+          "physics_own_parallel": "physics of ES's own episodes, as many at once",
           "gym_step": "gymnasium's unwrapped step",
           "direct_step": "esnb's direct step (envs.mujoco_fast)",
           "loop_before": "worker loop, before (1 episode at a time)",
