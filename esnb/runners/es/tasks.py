@@ -225,16 +225,23 @@ def es_pairs(cfg: RolloutConfig, payload: PolicyPayload, indices: np.ndarray,
 LOCKSTEP_WIDTH = 16
 
 
+#: the most episodes a task steps at once as the rows of one MuJoCo batch: a row is only the
+#: integration state (~100 doubles) and a policy slot, so a task's episodes all run together
+#: (no tail of a few rows sharing a step's Python after the first ones end)
+BATCH_WIDTH = 64
+
+
 def _lockstep(cfg: RolloutConfig, payload: PolicyPayload, episodes: list,
               batched: bool = True) -> list:
     """Run ``episodes`` in lock step on this thread's environments, with the payload's
     observation normalisation: as the rows of one MuJoCo batch when the task has one
     (:func:`lockstep_runner`; one environment then does the resets), else
     :func:`esnb.envs.lockstep.run_lockstep` (``batched=False`` asks for it)."""
-    width = max(1, min(len(episodes), LOCKSTEP_WIDTH))
-    policy = BatchPolicy(cfg.spec, width, payload.obs_mean, payload.obs_std)
     env = get_env(cfg)
     run = lockstep_runner(env) if batched else run_lockstep
+    most = LOCKSTEP_WIDTH if run is run_lockstep else BATCH_WIDTH
+    width = max(1, min(len(episodes), most))
+    policy = BatchPolicy(cfg.spec, width, payload.obs_mean, payload.obs_std)
     if run is not run_lockstep:
         return run([env], policy, episodes)
     envs = cached_envs(cfg.env_id, cfg.max_episode_steps, cfg.env_kwargs, width)
