@@ -6,8 +6,10 @@ episode around ~28 µs of HalfCheetah physics. Here every live episode is a stat
 ``Batch`` (``nthread=1``: a worker process has one core); a step is one policy forward, one
 ``Batch.step`` of rows ``0..k-1`` and one set of numpy expressions over those rows computing
 the observations, rewards and terminations that :mod:`esnb.envs.mujoco_fast` computes per
-episode, so the Python per step is shared by the ``k`` episodes (``esnb bench rollout``
-measures the worker loop both ways).
+episode, so the Python per step is shared by the ``k`` episodes. Measured (``esnb bench
+rollout``, HalfCheetah-v5, a 10-pair task, on a loaded 2-core machine): ES's worker loop 1.46x
+as many steps per CPU second as the per-episode lock step (12,943 against 8,894), the
+batch's ``step`` ~80% of the loop's time (profiled), the stacked policy forward ~10%.
 
 Bits: the batch's step is ``mj_step`` on each row's integration state (MuJoCo's documented
 guarantee, and checked here). Resets stay gymnasium's own (its ``np_random`` draws the reset
