@@ -12,7 +12,7 @@ as many steps per CPU second as the per-episode lock step (12,943 against 8,894)
 batch's ``step`` ~80% of the loop's time (profiled), the stacked policy forward ~10%.
 
 Bits: the batch's step is ``mj_step`` on each row's integration state (MuJoCo's documented
-guarantee, and checked here). Resets stay gymnasium's own (its ``np_random`` draws the reset
+guarantee; the tests check it). Resets stay gymnasium's own (its ``np_random`` draws the reset
 noise): one environment is reset with the episode's seed and its ``mjSTATE_INTEGRATION``
 state copied into the episode's row. The row-wise expressions are the per-episode ones with a
 leading axis: element-wise operations, comparisons, clipping, and float32 sums of squares
