@@ -98,7 +98,8 @@ def test_rollout_bench_prints_fractions_of_the_physics(tmp_path):
     r = json.loads((tmp_path / "r.json").read_text())
     fractions = r["fraction_of_physics"]
     assert set(fractions) == {"physics", "physics_parallel", "gym_step", "direct_step",
-                              "loop_before", "loop_now", "es_now", "es_before"}
+                              "loop_before", "loop_now", "loop_batched", "es_now",
+                              "es_before"}
     assert fractions["physics"] == 1.0 and all(f > 0 for f in fractions.values())
     assert r["loop_returns_same"] is True and r["es_theta_same"] is True
     assert "of the physics" in p.stdout and "target: ES end to end" in p.stdout

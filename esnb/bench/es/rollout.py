@@ -10,8 +10,14 @@ Measured side by side, round after round (``--repeats``), medians reported:
 - **direct step**: :mod:`esnb.envs.mujoco_fast`'s step of the task on the same actions;
 - **worker loop, before**: a pair task the way ES ran it before issue 26 (one episode at a
   time, :class:`~esnb.nets.NumpyPolicy`, gymnasium's step: ``FastEnv(direct=False)``);
-- **worker loop, now**: :func:`esnb.runners.es.tasks.es_pairs` (lock-step episodes over
-  :mod:`esnb.envs.mujoco_fast`), the same pairs, checked to give the same returns;
+- **worker loop, now**: :func:`esnb.runners.es.tasks.es_pairs` with ``batched=False``
+  (lock-step episodes, each stepped through :mod:`esnb.envs.mujoco_fast`), the same pairs,
+  checked to give the same returns;
+- **worker loop, batched**: :func:`~esnb.runners.es.tasks.es_pairs` as ES's workers run it
+  (the live episodes as the rows of one ``mujoco.batch.Batch``, :mod:`esnb.envs.mujoco_batch`,
+  where the task has one), the same pairs, checked to give the same returns; the two
+  lock-step loops are also given per second of their thread's CPU time, which a loaded
+  machine's other processes change least;
 - **ES end to end**: a fresh interpreter runs ``make_client(workers)`` + ``ES(env)``, warms
   up, then times generations: env steps per wall second per worker. ``--compare DIR`` runs the
   same program on the esnb in DIR (e.g. ``git archive <commit> | tar -x -C DIR``) in the same
@@ -189,6 +195,16 @@ def loop_before(cfg, payload, indices, seeds, collect, env) -> tuple[int, float,
     return steps, time.perf_counter() - t0, returns
 
 
+def _timed_pairs(task, batched: bool) -> tuple[dict, float]:
+    """:func:`esnb.runners.es.tasks.es_pairs` on ``task`` (``batched`` or not) and the CPU
+    seconds of this thread it took."""
+    from esnb.runners.es.tasks import es_pairs
+
+    cpu = time.thread_time()
+    out = es_pairs(*task, batched=batched)
+    return out, time.thread_time() - cpu
+
+
 def measure(env: str = ENV, population: int = 40, repeats: int = 3, steps: int = 20_000,
             pairs: int = 10, workers: int = 2, generations: int = 4, compare: str | None = None,
             progress=print) -> dict:
@@ -197,12 +213,14 @@ def measure(env: str = ENV, population: int = 40, repeats: int = 3, steps: int =
 
     task = _task(env, pairs)
     old_env = FastEnv(env, direct=False)
-    es_pairs(*task)  # warm: the lock-step environments, the noise table
+    es_pairs(*task)  # warm: the lock-step environments and batch, the noise table
+    es_pairs(*task, batched=False)
     trees = {"now": None} if compare is None else {"now": None, "before": compare}
     rates: dict = {k: [] for k in ("physics", "physics_parallel", "gym_step", "direct_step",
-                                   "loop_before", "loop_now")}
+                                   "loop_before", "loop_now", "loop_batched")}
     rates.update({f"es_{name}": [] for name in trees})
     crcs: dict = {name: set() for name in trees}
+    cpu_rates: dict = {"loop_now": [], "loop_batched": []}
     same_returns = True
     for r in range(repeats):
         rates["physics"].append(physics_rate(env, steps, seed=r))
@@ -211,9 +229,11 @@ def measure(env: str = ENV, population: int = 40, repeats: int = 3, steps: int =
         rates["direct_step"].append(gym_step_rate(env, steps, seed=r, direct=True))
         n, s, returns = loop_before(*task, old_env)
         rates["loop_before"].append(n / s)
-        now = es_pairs(*task)
-        rates["loop_now"].append(now["steps"] / now["seconds"])
-        same_returns &= bool(np.array_equal(now["returns"], returns))
+        for key, batched in (("loop_now", False), ("loop_batched", True)):
+            out, cpu = _timed_pairs(task, batched)
+            rates[key].append(out["steps"] / out["seconds"])
+            cpu_rates[key].append(out["steps"] / cpu)
+            same_returns &= bool(np.array_equal(out["returns"], returns))
         for name, tree in trees.items():
             out = child("es", workers, generations, population, env, tree, source=CHILD)
             rates[f"es_{name}"].append(out["steps"] / out["seconds"] / workers)
@@ -229,6 +249,9 @@ def measure(env: str = ENV, population: int = 40, repeats: int = 3, steps: int =
             "es_fraction_of_parallel_physics": {
                 name: med[f"es_{name}"] / med["physics_parallel"] for name in trees},
             "loop_returns_same": same_returns,
+            # the two lock-step loops per second of their own thread's CPU time: what a loaded
+            # machine's other processes change least
+            "loop_cpu_steps_per_s": {k: statistics.median(v) for k, v in cpu_rates.items()},
             "es_theta_same": None if compare is None else crcs["now"] == crcs["before"]}
 
 
@@ -239,6 +262,7 @@ LABELS = {"physics": "physics, mj_step(nstep=frame_skip)",
           "direct_step": "esnb's direct step (envs.mujoco_fast)",
           "loop_before": "worker loop, before (1 episode at a time)",
           "loop_now": "worker loop, now (lock step, direct)",
+          "loop_batched": "worker loop, batched (mujoco.batch rows)",
           "es_now": "ES end to end, per worker",
           "es_before": "ES end to end, compared tree"}
 
@@ -254,7 +278,12 @@ def run(args) -> int:
     for key, rate in r["steps_per_s"].items():
         print(f"  {LABELS[key]:<44}{rate:>10,.0f}   {r['fraction_of_physics'][key]:.2f} of "
               f"the physics")
-    print(f"  worker loop returns the same before and now: {r['loop_returns_same']}")
+    print(f"  worker loop returns the same before, now and batched: {r['loop_returns_same']}")
+    cpu = r["loop_cpu_steps_per_s"]
+    print(f"  worker loop, batched / now: "
+          f"{r['steps_per_s']['loop_batched'] / r['steps_per_s']['loop_now']:.2f}x per wall "
+          f"second, {cpu['loop_batched'] / cpu['loop_now']:.2f}x per CPU second "
+          f"({cpu['loop_now']:,.0f} and {cpu['loop_batched']:,.0f} steps per CPU second)")
     for name, f in r["es_fraction_of_parallel_physics"].items():
         print(f"  ES end to end ({name}) / physics in {r['workers']} processes at once: {f:.2f}")
     if r["es_theta_same"] is not None:

@@ -161,11 +161,13 @@ def _payload(ctx: ReplicaContext, update: Update, sync: Sync | None) -> PolicyPa
 
 
 def es_pairs(cfg: RolloutConfig, payload: PolicyPayload, indices: np.ndarray,
-             env_seeds: np.ndarray, collect: np.ndarray) -> dict:
+             env_seeds: np.ndarray, collect: np.ndarray, batched: bool = True) -> dict:
     """Evaluate mirrored pairs ``theta +- sigma * noise[idx]``.
 
     Each pair is computed the same way whichever task it lands in (its own env seed, its own
     observation sums), so results do not depend on how pairs were batched into tasks.
+    ``batched=False`` keeps a MuJoCo task off the batch (:func:`lockstep_runner`; the same
+    results, benchmarks compare the two).
 
     Returns
     -------
@@ -201,7 +203,7 @@ def es_pairs(cfg: RolloutConfig, payload: PolicyPayload, indices: np.ndarray,
                                          spec.low, spec.high)
             episodes.append(EpisodeSpec(_perturbed(theta, sign, sigma, noise, int(indices[j])),
                                         seed, bool(collect[j, member]), perturb))
-    for e, ep in enumerate(_lockstep(cfg, payload, episodes)):
+    for e, ep in enumerate(_lockstep(cfg, payload, episodes, batched)):
         j, member = divmod(e, 2)
         out["returns"][j, member] = ep.ret
         out["lengths"][j, member] = ep.length
@@ -223,13 +225,39 @@ def es_pairs(cfg: RolloutConfig, payload: PolicyPayload, indices: np.ndarray,
 LOCKSTEP_WIDTH = 16
 
 
-def _lockstep(cfg: RolloutConfig, payload: PolicyPayload, episodes: list) -> list:
-    """Run ``episodes`` in lock step (:func:`esnb.envs.lockstep.run_lockstep`) on this thread's
-    environments, with the payload's observation normalisation."""
-    width = max(1, min(len(episodes), LOCKSTEP_WIDTH))
-    envs = cached_envs(cfg.env_id, cfg.max_episode_steps, cfg.env_kwargs, width)
+#: the most episodes a task steps at once as the rows of one MuJoCo batch: a row is only the
+#: integration state (~100 doubles) and a policy slot, so a task's episodes all run together
+#: (no tail of a few rows sharing a step's Python after the first ones end)
+BATCH_WIDTH = 64
+
+
+def _lockstep(cfg: RolloutConfig, payload: PolicyPayload, episodes: list,
+              batched: bool = True) -> list:
+    """Run ``episodes`` in lock step on this thread's environments, with the payload's
+    observation normalisation: as the rows of one MuJoCo batch when the task has one
+    (:func:`lockstep_runner`; one environment then does the resets), else
+    :func:`esnb.envs.lockstep.run_lockstep` (``batched=False`` asks for it)."""
+    env = get_env(cfg)
+    run = lockstep_runner(env) if batched else run_lockstep
+    most = LOCKSTEP_WIDTH if run is run_lockstep else BATCH_WIDTH
+    width = max(1, min(len(episodes), most))
     policy = BatchPolicy(cfg.spec, width, payload.obs_mean, payload.obs_std)
+    if run is not run_lockstep:
+        return run([env], policy, episodes)
+    envs = cached_envs(cfg.env_id, cfg.max_episode_steps, cfg.env_kwargs, width)
     return run_lockstep(envs, policy, episodes)
+
+
+def lockstep_runner(env: FastEnv):
+    """The lock-step runner for ``env``'s episodes: :func:`esnb.envs.mujoco_batch.run_batched`
+    when :func:`esnb.envs.mujoco_batch.supports` it (a MuJoCo v5 task the batch gives exactly),
+    else :func:`esnb.envs.lockstep.run_lockstep`. Only an environment stepped by
+    :mod:`esnb.envs.mujoco_fast` (which imported MuJoCo) is asked: others import nothing."""
+    if type(env.core).__module__ != "esnb.envs.mujoco_fast":
+        return run_lockstep
+    from esnb.envs import mujoco_batch
+
+    return mujoco_batch.run_batched if mujoco_batch.supports(env) else run_lockstep
 
 
 def _perturbed(theta: np.ndarray, sign: float, sigma: np.float32, noise, index: int):
