@@ -97,9 +97,13 @@ def test_rollout_bench_prints_fractions_of_the_physics(tmp_path):
     assert p.returncode == 0, p.stderr
     r = json.loads((tmp_path / "r.json").read_text())
     fractions = r["fraction_of_physics"]
-    assert set(fractions) == {"physics", "physics_parallel", "gym_step", "direct_step",
+    assert set(fractions) == {"physics", "physics_timer", "physics_parallel",
+                              "physics_own_parallel", "gym_step", "direct_step",
                               "loop_before", "loop_now", "loop_batched", "es_now",
                               "es_before"}
     assert fractions["physics"] == 1.0 and all(f > 0 for f in fractions.values())
     assert r["loop_returns_same"] is True and r["es_theta_same"] is True
-    assert "of the physics" in p.stdout and "target: ES end to end" in p.stdout
+    # the own-episode limit replays exactly the timed generation's episodes: 4 of them
+    assert r["own_episodes"]["episodes"] == 4 and r["own_episodes"]["contacts_per_step"] > 0
+    assert set(r["es_fraction_of_own_physics"]) == {"now", "before"}
+    assert "of the physics" in p.stdout and "of its own episodes'" in p.stdout

@@ -31,11 +31,11 @@ import numpy as np
 
 
 def record(env_id: str, population: int, warm_up: int, generations: int, path: str,
-           seed: int = 0) -> dict:
-    """Run ES inline (``seed``, no evaluations) for ``warm_up`` then ``generations``
-    generations and save the timed generations' episodes to ``path`` (.npz): their start and
-    last states, controls (one row per env step) and steps. Returns ``{"episodes", "steps",
-    "contacts_per_step"}``."""
+           seed: int = 0, **es_settings) -> dict:
+    """Run ES inline (``seed``, no evaluations, ``es_settings``) for ``warm_up`` then
+    ``generations`` generations and save the timed generations' episodes to ``path`` (.npz):
+    their start and last states, controls (one row per env step) and steps. Returns
+    ``{"episodes", "steps", "contacts_per_step"}``."""
     import mujoco
 
     original, kind = mujoco.mj_step, mujoco.mjtState.mjSTATE_INTEGRATION
@@ -59,19 +59,25 @@ def record(env_id: str, population: int, warm_up: int, generations: int, path: s
         ep["time"] = float(data.time)
         ep["end"] = _state(model, data, ep["size"], kind)
 
-    mujoco.mj_step = step
-    _unbatched()
     from esnb import ES
+    from esnb.envs.lockstep import run_lockstep
+    from esnb.runners.es import tasks
 
-    es = ES(env_id, population=population, eval_interval=0, seed=seed)
+    # episodes step one MjData each, through mujoco.mj_step (wrapped here), not a
+    # mujoco.batch: the same bits (tests/test_mujoco_batch.py)
+    runner = tasks.lockstep_runner
+    mujoco.mj_step, tasks.lockstep_runner = step, lambda env: run_lockstep
     try:
-        es.step(warm_up)
-        recording = True
-        es.step(generations)
-        recording = False
+        es = ES(env_id, population=population, eval_interval=0, seed=seed, **es_settings)
+        try:
+            es.step(warm_up)
+            recording = True
+            es.step(generations)
+            recording = False
+        finally:
+            es.close()
     finally:
-        es.close()
-        mujoco.mj_step = original
+        mujoco.mj_step, tasks.lockstep_runner = original, runner
     done.extend(live.values())
     lengths = np.array([len(ep["ctrl"]) for ep in done])
     np.savez(path, starts=np.stack([ep["start"] for ep in done]),
@@ -89,16 +95,6 @@ def _state(model, data, size: int, kind) -> np.ndarray:
     out = np.empty(size)
     mujoco.mj_getState(model, data, out, kind)
     return out
-
-
-def _unbatched() -> None:
-    """Episodes step one ``MjData`` each, through ``mujoco.mj_step`` (what :func:`record`
-    wraps), not a ``mujoco.batch`` (the same bits)."""
-    try:
-        from esnb.envs import mujoco_batch
-    except ImportError:
-        return
-    mujoco_batch.ENABLED = False
 
 
 def replay_rate(env_id: str, path: str) -> dict:

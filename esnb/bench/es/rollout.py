@@ -3,9 +3,15 @@
 Measured side by side, round after round (``--repeats``), medians reported:
 
 - **physics**: ``mujoco.mj_step(model, data, nstep=frame_skip)`` in a Python loop on the
-  task's own model, the controls set from random actions (the limit any rollout loop has);
+  task's own model, the controls set from random actions (the limit any rollout loop has),
+  MuJoCo's timer off as in esnb's processes; beside it the same with the timer on (MuJoCo's
+  default: what a plain loop gets, :mod:`esnb.envs.mujoco_timer`);
 - **physics in parallel**: the same in as many fresh processes as ES has workers, at once
   (per process): ES's workers meet that contention on a shared machine, a lone loop may not;
+- **physics of ES's own episodes**, as many at once: the timed generations' episodes
+  recorded inline (same seed, same episodes) and their controls replayed through ``mj_step``
+  (:mod:`esnb.bench.es.own_physics`): ES's early policies make ~3x the contacts of random
+  actions, so their physics costs more; the limit of these very rollouts;
 - **gymnasium step**: the unwrapped environment's ``step`` on the same actions;
 - **direct step**: :mod:`esnb.envs.mujoco_fast`'s step of the task on the same actions;
 - **worker loop, before**: a pair task the way ES ran it before issue 26 (one episode at a
@@ -23,7 +29,8 @@ Measured side by side, round after round (``--repeats``), medians reported:
   same program on the esnb in DIR (e.g. ``git archive <commit> | tar -x -C DIR``) in the same
   rounds, for a before/after in one run.
 
-Target (issue 26, HalfCheetah-v5, 2 workers): ES end to end >= 0.8 of the physics per core.
+Targets (issue 37, HalfCheetah-v5, 2 workers): ES end to end >= 0.8 of the physics of its own
+episodes and >= 0.7 of random actions', both run in as many processes at once.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ import numpy as np
 from esnb.bench.common.flags import add_json, add_settings, given_settings
 from esnb.bench.common.interpreter import child
 from esnb.bench.common.report import Session
+from esnb.bench.es.own_physics import OwnEpisodes
 from esnb.runners.es.config import ESConfig
 from esnb.settings import integer
 
@@ -91,13 +99,21 @@ def _actions(env, n: int, seed: int) -> np.ndarray:
     return rng.uniform(low, high, (n, len(low))).astype(np.float32)
 
 
-def physics_rate(env_id: str, steps: int, seed: int = 0) -> float:
+def physics_rate(env_id: str, steps: int, seed: int = 0, timer: bool = False) -> float:
     """``mj_step(nstep=frame_skip)`` steps per second on the task's model (reset by gymnasium
-    at the task's time limit, outside the timed loop's per-step work)."""
+    at the task's time limit, outside the timed loop's per-step work). MuJoCo's timer is off,
+    as in esnb's processes (:mod:`esnb.envs.mujoco_timer`); ``timer``: on, as MuJoCo's
+    bindings leave it (a fresh process only: once off, a process keeps it off)."""
     import gymnasium as gym
     import mujoco
 
+    from esnb.envs.mujoco_timer import timer_installed, timer_off
+
     outer = gym.make(env_id)
+    if not timer:
+        timer_off()
+    elif not timer_installed():
+        raise RuntimeError("MuJoCo's timer is off in this process: measure it in a fresh one")
     env, limit = outer.unwrapped, outer.spec.max_episode_steps
     model, data, nstep = env.model, env.data, int(env.frame_skip)
     actions, ctrl, step = _actions(env, steps, seed), data.ctrl, mujoco.mj_step
@@ -113,13 +129,17 @@ def physics_rate(env_id: str, steps: int, seed: int = 0) -> float:
     return steps / seconds
 
 
-def physics_in_parallel(env_id: str, steps: int, processes: int, seed: int = 0) -> float:
+def physics_in_parallel(env_id: str, steps: int, processes: int, seed: int = 0,
+                        timer: bool = False) -> float:
     """:func:`physics_rate` in ``processes`` fresh interpreters at once, their mean: the
     physics per core under the contention ES's workers meet (the machine is shared; a lone
-    process may get a core that two workers would not)."""
+    process may get a core that two workers would not). ``processes=1``: one fresh process
+    (what ``timer=True`` needs)."""
     code = ("import sys; from esnb.bench.es.rollout import physics_rate; "
-            "print('ESNB-BENCH', physics_rate(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))")
-    procs = [subprocess.Popen([sys.executable, "-c", code, env_id, str(steps), str(seed + i)],
+            "print('ESNB-BENCH', physics_rate(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), "
+            "sys.argv[4] == 'on'))")
+    procs = [subprocess.Popen([sys.executable, "-c", code, env_id, str(steps), str(seed + i),
+                               "on" if timer else "off"],
                               stdout=subprocess.PIPE, text=True) for i in range(processes)]
     rates = []
     for proc in procs:
@@ -216,15 +236,19 @@ def measure(env: str = ENV, population: int = 40, repeats: int = 3, steps: int =
     es_pairs(*task)  # warm: the lock-step environments and batch, the noise table
     es_pairs(*task, batched=False)
     trees = {"now": None} if compare is None else {"now": None, "before": compare}
-    rates: dict = {k: [] for k in ("physics", "physics_parallel", "gym_step", "direct_step",
+    rates: dict = {k: [] for k in ("physics", "physics_timer", "physics_parallel",
+                                   "physics_own_parallel", "gym_step", "direct_step",
                                    "loop_before", "loop_now", "loop_batched")}
     rates.update({f"es_{name}": [] for name in trees})
     crcs: dict = {name: set() for name in trees}
     cpu_rates: dict = {"loop_now": [], "loop_batched": []}
     same_returns = True
+    own = OwnEpisodes(env, population, 2, generations)  # CHILD: 2 warm-up generations
     for r in range(repeats):
         rates["physics"].append(physics_rate(env, steps, seed=r))
+        rates["physics_timer"].append(physics_in_parallel(env, steps, 1, seed=r, timer=True))
         rates["physics_parallel"].append(physics_in_parallel(env, steps, workers, seed=r))
+        rates["physics_own_parallel"].append(own.rate(workers))
         rates["gym_step"].append(gym_step_rate(env, steps, seed=r))
         rates["direct_step"].append(gym_step_rate(env, steps, seed=r, direct=True))
         n, s, returns = loop_before(*task, old_env)
@@ -241,13 +265,18 @@ def measure(env: str = ENV, population: int = 40, repeats: int = 3, steps: int =
         progress(f"round {r + 1}/{repeats}: " + ", ".join(
             f"{k} {v[-1]:,.0f}" for k, v in rates.items()))
     old_env.close()
+    own.close()
     med = {k: statistics.median(v) for k, v in rates.items()}
     return {"env": env, "population": population, "workers": workers, "pairs": pairs,
+            "own_episodes": own.info,
             "repeats": repeats, "steps_per_s": med, "rounds": rates,
             "fraction_of_physics": {k: v / med["physics"] for k, v in med.items()},
             # ES's workers against the physics run by as many processes at once
             "es_fraction_of_parallel_physics": {
                 name: med[f"es_{name}"] / med["physics_parallel"] for name in trees},
+            # and against the physics of its own episodes (issue 37's fair limit)
+            "es_fraction_of_own_physics": {
+                name: med[f"es_{name}"] / med["physics_own_parallel"] for name in trees},
             "loop_returns_same": same_returns,
             # the two lock-step loops per second of their own thread's CPU time: what a loaded
             # machine's other processes change least
@@ -256,6 +285,7 @@ def measure(env: str = ENV, population: int = 40, repeats: int = 3, steps: int =
 
 
 LABELS = {"physics": "physics, mj_step(nstep=frame_skip)",
+          "physics_timer": "physics, MuJoCo's timer on (its default)",
           "physics_parallel": "physics, in as many processes as workers",
           "physics_own_parallel": "physics of ES's own episodes, as many at once",
           "gym_step": "gymnasium's unwrapped step",
@@ -284,9 +314,15 @@ def run(args) -> int:
           f"{r['steps_per_s']['loop_batched'] / r['steps_per_s']['loop_now']:.2f}x per wall "
           f"second, {cpu['loop_batched'] / cpu['loop_now']:.2f}x per CPU second "
           f"({cpu['loop_now']:,.0f} and {cpu['loop_batched']:,.0f} steps per CPU second)")
+    own = r["own_episodes"]
+    print(f"  ES's own episodes: {own['episodes']} ({own['steps']:,} steps), "
+          f"{own['contacts_per_step']:.2f} contacts per step")
     for name, f in r["es_fraction_of_parallel_physics"].items():
-        print(f"  ES end to end ({name}) / physics in {r['workers']} processes at once: {f:.2f}")
+        print(f"  ES end to end ({name}) / physics in {r['workers']} processes at once: "
+              f"{f:.2f} of random actions', {r['es_fraction_of_own_physics'][name]:.2f} of its "
+              f"own episodes'")
     if r["es_theta_same"] is not None:
         print(f"  ES theta bitwise the same as the compared tree's: {r['es_theta_same']}")
-    print("  target: ES end to end >= 0.80 of the physics per core")
+    print("  target (issue 37): ES end to end >= 0.80 of its own episodes' physics and >= 0.70 "
+          "of random actions', in as many processes as workers")
     return session.done(args, r, rerun="esnb bench rollout")

@@ -1,0 +1,25 @@
+"""The fair limit's recording (esnb.bench.es.own_physics): ES's own episodes, replayed through
+mj_step, end where they ended, and are exactly the timed generations' episodes."""
+
+from esnb import ES
+from esnb.bench.es.own_physics import record, replay_rate
+from esnb.runners.es import tasks
+
+RUN = dict(max_episode_steps=40, noise_size=200_000)
+
+
+def test_recorded_episodes_are_the_runs_and_replay_bit_for_bit(tmp_path):
+    runner = tasks.lockstep_runner
+    path = str(tmp_path / "episodes.npz")
+    info = record("Hopper-v5", 6, 1, 2, path, **RUN)
+    assert tasks.lockstep_runner is runner  # put back: later runs keep the batch
+    es = ES("Hopper-v5", population=6, eval_interval=0, seed=0, **RUN)
+    try:
+        es.step(3)
+        timed = es.history.env_steps.iloc[-1] - es.history.env_steps.iloc[0]
+    finally:
+        es.close()
+    # 2 generations of 6 episodes; as many steps as the run counted in those generations
+    assert info["episodes"] == 12 and info["steps"] == timed
+    replay = replay_rate("Hopper-v5", path)
+    assert replay["same"] is True and replay["steps"] == timed and replay["steps_per_s"] > 0
