@@ -102,3 +102,17 @@ def test_rollout_bench_prints_fractions_of_the_physics(tmp_path):
     assert fractions["physics"] == 1.0 and all(f > 0 for f in fractions.values())
     assert r["loop_returns_same"] is True and r["es_theta_same"] is True
     assert "of the physics" in p.stdout and "target: ES end to end" in p.stdout
+
+
+@pytest.mark.slow
+def test_dask_idle_bench_runs_both_modes(tmp_path):
+    """Dask's intervals and esnb's quiet ones, each in its own interpreter (the scheduler's
+    tick says which ran); figures present, not judged (the machine is shared)."""
+    p = esnb("bench", "dask-idle", "--env", "Hopper-v5", "--population", "4", "--generations",
+             "1", "--idle", "1", "--repeats", "1", "--json", str(tmp_path / "r.json"))
+    assert p.returncode == 0, p.stderr
+    r = json.loads((tmp_path / "r.json").read_text())
+    assert r["median"]["dask"]["tick_s"] == 0.02 and r["median"]["quiet"]["tick_s"] == 0.5
+    assert set(r["ratio"]) == {"idle_driver", "idle_worker", "gen_driver", "gen_workers",
+                               "gen_wall", "steps_per_s"}
+    assert "quiet/dask" in p.stdout and "idle: driver CPU-s per s" in p.stdout
