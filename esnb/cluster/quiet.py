@@ -2,9 +2,10 @@
 
 Every Dask server (the scheduler, each nanny, each worker) runs periodic callbacks on its event
 loop whether or not anything happens. Three of them cost a training run measurable CPU (an
-idle 2-worker LocalCluster: the driver's loop 0.06 CPU-s per second, each worker 0.03; with the
-values below 0.013 and 0.005, ``esnb bench dask-idle``), and none of them is what a training
-run needs at dask's rate:
+idle 2-worker LocalCluster: the driver 0.076 CPU-s per second, each worker 0.029; with the
+values below 0.016 and 0.0045; an ES generation on HalfCheetah-v5 took 0.74 CPU-s of the
+driver, 0.36 with them: ``esnb bench dask-idle``, BENCHMARKS.md), and none of them is what a
+training run needs at dask's rate:
 
 - ``distributed.admin.tick.interval`` (dask: 20 ms): each server wakes 50 times a second to
   time its own loop, for the "Event loop was unresponsive" log line and the dashboard's
@@ -20,20 +21,23 @@ run needs at dask's rate:
   metrics); the page updates every 2 s instead.
 
 Left as dask has them: heartbeats and the scheduler's worker TTL (how fast a dead worker is
-noticed: tests/test_faults.py, tests/test_deaths.py), work stealing (already 1 s in dask, and
-it balances rollouts), the client's heartbeat (5 s), the statistical profiler (off through
+noticed: tests/test_faults.py, tests/test_deaths.py), work stealing (already 1 s in dask),
+the client's heartbeat (5 s), the statistical profiler (off through
 ``esnb.cluster.worker-profile``).
 
 Applied by :func:`esnb.cluster.make_client` to the clusters it starts, in the dask config the
 servers read as they are made: a LocalCluster's scheduler, nannies and worker processes (forked
 or spawned; a nanny hands the config it was made with to every worker it starts, restarts
 included); a jobqueue cluster's scheduler in the driver, and each job's workers through
-``DASK_DISTRIBUTED__...`` exports at the top of the job script. Workers a later
+``DASK_DISTRIBUTED__...`` exports at the top of the job script (not when the deprecated
+``env_extra`` is used: that list is left alone). Workers a later
 ``cluster.scale`` adds get the dask config of that moment. Never applied to a scheduler esnb joins
 (``esnb.cluster.type: address``) nor to clusters made outside ``make_client``. A key is relaxed
 only while it holds dask's own default: a value that differs from it (YAML, ``dask.config.set``)
-or any ``DASK_...`` environment variable for that key is the user's, and kept.
-``esnb.cluster.quiet: false`` leaves all three at dask's values.
+or any ``DASK_...`` environment variable for that key is the user's, and kept. (A YAML or
+``dask.config.set`` value equal to dask's default cannot be told from it: keep dask's interval
+with the ``DASK_...`` variable, or with ``esnb.cluster.quiet: false``, which leaves all three
+at dask's values.)
 """
 
 from __future__ import annotations
