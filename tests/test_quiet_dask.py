@@ -74,6 +74,26 @@ def test_a_value_the_user_set_is_kept():
         c.close()
 
 
+def test_a_restarted_or_added_worker_is_quiet_and_unprofiled_too():
+    """A nanny restarts its worker (after a fault) outside make_client's config, and a later
+    scale adds workers outside it: both still get esnb's settings (profiler off included)."""
+    c = make_client(1, dashboard_address=":0", set_as_default=False,
+                    silence_logs=logging.ERROR)
+    try:
+        want = {k: seconds(v) for k, v in quiet.SETTINGS.items()}
+        c.restart()
+        c.cluster.scale(2)
+        c.wait_for_workers(2, timeout=120)
+        views = c.run(_worker_view)
+        assert len(views) == 2
+        for view in views.values():
+            assert view["made_with"] == want
+        profiled = c.run(lambda: dask.config.get("distributed.worker.profile.enabled"))
+        assert set(profiled.values()) == {False}
+    finally:
+        c.close()
+
+
 def test_an_environment_variable_is_the_users_even_at_dasks_default(monkeypatch):
     monkeypatch.setenv(quiet.env_var(TICK), "20ms")
     assert quiet.env_var(TICK) == "DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL"

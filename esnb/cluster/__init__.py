@@ -32,6 +32,7 @@ Per-worker state (the noise table, torch's thread count) is built on each worker
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import numbers
 import os
@@ -248,6 +249,14 @@ def _local_cluster(n_workers, threads, processes, sec, dashboard_address, kwargs
         # process group: these workers are the driver's to stop (esnb.cluster.signals)
         kwargs["plugins"] = {*kwargs.get("plugins", ()), IgnoreGroupSignals()}
         ignoring = spawned_processes_ignore()
+        # a nanny hands its dask config to every worker it starts, restarts included, but it
+        # keeps it by reference (a shallow merge): once make_client's dask.config.set ends, a
+        # restarted worker got dask's monitor intervals and profiler back. A copy of the
+        # "distributed" settings as they are now goes in each worker's spec (a config= given
+        # here is merged over it).
+        kwargs["config"] = dask.config.merge(
+            {"distributed": copy.deepcopy(dask.config.get("distributed"))},
+            kwargs.get("config") or {})
     # workers forked from a server that imported their modules while the driver imported its
     # own (esnb.cluster.forkserver); spawned if that server is not esnb's
     forking = forkserver.method() if processes else contextlib.nullcontext()

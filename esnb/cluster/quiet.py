@@ -27,11 +27,12 @@ the client's heartbeat (5 s), the statistical profiler (off through
 
 Applied by :func:`esnb.cluster.make_client` to the clusters it starts, in the dask config the
 servers read as they are made: a LocalCluster's scheduler, nannies and worker processes (forked
-or spawned; a nanny hands the config it was made with to every worker it starts, restarts
-included); a jobqueue cluster's scheduler in the driver, and each job's workers through
-``DASK_DISTRIBUTED__...`` exports at the top of the job script (not when the deprecated
-``env_extra`` is used: that list is left alone). Workers a later
-``cluster.scale`` adds get the dask config of that moment. Never applied to a scheduler esnb joins
+or spawned), and, through a copy of the ``distributed`` settings in the workers' spec, every
+worker a nanny restarts or a later ``cluster.scale`` adds (dask's nanny keeps its config by
+reference, so a restarted worker got dask's intervals back: ``_local_cluster``); a jobqueue
+cluster's scheduler in the driver, and each job's workers through ``DASK_DISTRIBUTED__...``
+exports at the top of the job script (not when the deprecated ``env_extra`` is used: that list
+is left alone). Never applied to a scheduler esnb joins
 (``esnb.cluster.type: address``) nor to clusters made outside ``make_client``. A key is relaxed
 only while it holds dask's own default: a value that differs from it (YAML, ``dask.config.set``)
 or any ``DASK_...`` environment variable for that key is the user's, and kept. (A YAML or
