@@ -72,6 +72,7 @@ SCHEMA: dict[str, tuple[Callable[[Any], bool], str]] = {
                                   "'host:port' or ':port' (a port in [0, 65535]) or null"),
     "cluster.max-local-workers": _integer(1, nullable=True),
     "cluster.worker-profile": _boolean(),
+    "cluster.quiet": _boolean(),
     "cluster.kwargs": ((lambda v: isinstance(v, dict)), "a mapping of keyword arguments"),
     "cluster.adapt.minimum": _integer(0, nullable=True),
     "cluster.adapt.maximum": _integer(1, nullable=True),

@@ -107,3 +107,17 @@ def test_rollout_bench_prints_fractions_of_the_physics(tmp_path):
     assert r["own_episodes"]["episodes"] == 4 and r["own_episodes"]["contacts_per_step"] > 0
     assert set(r["es_fraction_of_own_physics"]) == {"now", "before"}
     assert "of the physics" in p.stdout and "of its own episodes'" in p.stdout
+
+
+@pytest.mark.slow
+def test_dask_idle_bench_runs_both_modes(tmp_path):
+    """Dask's intervals and esnb's quiet ones, each in its own interpreter (the scheduler's
+    tick says which ran); figures present, not judged (the machine is shared)."""
+    p = esnb("bench", "dask-idle", "--env", "Hopper-v5", "--population", "4", "--generations",
+             "1", "--idle", "1", "--repeats", "1", "--json", str(tmp_path / "r.json"))
+    assert p.returncode == 0, p.stderr
+    r = json.loads((tmp_path / "r.json").read_text())
+    assert r["median"]["dask"]["tick_s"] == 0.02 and r["median"]["quiet"]["tick_s"] == 0.5
+    assert set(r["ratio"]) == {"idle_driver", "idle_worker", "gen_driver", "gen_workers",
+                               "gen_wall", "steps_per_s"}
+    assert "quiet/dask" in p.stdout and "idle: driver CPU-s per s" in p.stdout

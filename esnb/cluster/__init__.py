@@ -32,6 +32,7 @@ Per-worker state (the noise table, torch's thread count) is built on each worker
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import numbers
 import os
@@ -41,7 +42,7 @@ import dask.config
 from distributed import Client
 
 from esnb import config
-from esnb.cluster import forkserver
+from esnb.cluster import forkserver, quiet
 from esnb.cluster.deaths import QuietDeathsPlugin, quiet_death_echoes, report_deaths
 from esnb.cluster.jobqueue import (
     JOBQUEUE_CLASSES,
@@ -194,15 +195,18 @@ def make_client(n_workers: int | None = None, *, address: str | None = None,
         profile = bool(config.get("cluster.worker-profile", False))
         threads = int(threads_per_worker or config.get("cluster.threads-per-worker", 1))
         cluster_kwargs.setdefault("silence_logs", logging.WARNING)
+        # dask's periodic monitors relaxed (esnb.cluster.quiet: the values and why), read by
+        # the scheduler, nannies and workers as they are made here
+        relaxed = quiet.values()
         # the statistical profiler samples every task's stack each 10 ms, holding the GIL:
         # ~5-10% of a rollout's time. Off unless esnb.cluster.worker-profile is true.
-        with dask.config.set({"distributed.worker.profile.enabled": profile}):
+        with dask.config.set({"distributed.worker.profile.enabled": profile, **relaxed}):
             if kind == "local":
                 cluster = _local_cluster(n_workers, threads, processes, sec, dashboard_address,
                                          cluster_kwargs, int(gpu_workers))
             else:
                 cluster = jobqueue_cluster(kind, n_workers, threads, sec, dashboard_address,
-                                            cluster_kwargs)
+                                            cluster_kwargs, relaxed)
             try:
                 client = EsnbClient(cluster, set_as_default=set_as_default, security=sec)
                 client._esnb_cluster = cluster
@@ -245,6 +249,14 @@ def _local_cluster(n_workers, threads, processes, sec, dashboard_address, kwargs
         # process group: these workers are the driver's to stop (esnb.cluster.signals)
         kwargs["plugins"] = {*kwargs.get("plugins", ()), IgnoreGroupSignals()}
         ignoring = spawned_processes_ignore()
+        # a nanny hands its dask config to every worker it starts, restarts included, but it
+        # keeps it by reference (a shallow merge): once make_client's dask.config.set ends, a
+        # restarted worker got dask's monitor intervals and profiler back. A copy of the
+        # "distributed" settings as they are now goes in each worker's spec (a config= given
+        # here is merged over it).
+        kwargs["config"] = dask.config.merge(
+            {"distributed": copy.deepcopy(dask.config.get("distributed"))},
+            kwargs.get("config") or {})
     # workers forked from a server that imported their modules while the driver imported its
     # own (esnb.cluster.forkserver); spawned if that server is not esnb's
     forking = forkserver.method() if processes else contextlib.nullcontext()

@@ -16,6 +16,7 @@ from distributed.deploy.adaptive import Adaptive
 from esnb import config
 from esnb.cluster.options import dashboard_address_for, underscored
 from esnb.cluster.plugins import ACTOR_RESOURCE
+from esnb.cluster.quiet import job_script_lines
 
 log = logging.getLogger("esnb.cluster")
 
@@ -85,7 +86,8 @@ class EsnbAdaptive(Adaptive):
             cluster.scale(jobs=len(cluster.worker_spec))
 
 
-def jobqueue_cluster(kind, n_workers, threads, sec, dashboard_address, kwargs):
+def jobqueue_cluster(kind, n_workers, threads, sec, dashboard_address, kwargs,
+                     relaxed: dict | None = None):
     try:
         import dask_jobqueue
     except ImportError as exc:
@@ -112,6 +114,11 @@ def jobqueue_cluster(kind, n_workers, threads, sec, dashboard_address, kwargs):
     if "--lifetime" not in args:
         args += lifetime_args(kw.get("walltime"), kind)
     kw["worker_extra_args"] = args
+    if relaxed and "env_extra" not in kw and jq("env-extra") is None:
+        # dask's monitors relaxed on the job's workers too (esnb.cluster.quiet), first in the
+        # script so the user's own prologue lines come after them
+        prologue = kw.pop("job_script_prologue", None) or jq("job-script-prologue") or []
+        kw["job_script_prologue"] = job_script_lines(relaxed) + list(prologue)
 
     cluster = cls(scheduler_options=options, **kw)
     try:
