@@ -105,6 +105,7 @@ def test_rollout_bench_prints_fractions_of_the_physics(tmp_path):
     assert r["loop_returns_same"] is True and r["es_theta_same"] is True
     # the own-episode limit replays exactly the timed generation's episodes: 4 of them
     assert r["own_episodes"]["episodes"] == 4 and r["own_episodes"]["contacts_per_step"] > 0
+    assert r["own_episodes"]["cost_vs_random"] > 0
     assert set(r["es_fraction_of_own_physics"]) == {"now", "before"}
     assert "of the physics" in p.stdout and "of its own episodes'" in p.stdout
 

@@ -1,6 +1,8 @@
 """The fair limit's recording (esnb.bench.es.own_physics): ES's own episodes, replayed through
 mj_step, end where they ended, and are exactly the timed generations' episodes."""
 
+import pytest
+
 from esnb import ES
 from esnb.bench.es.own_physics import record, replay_rate
 from esnb.runners.es import tasks
@@ -23,3 +25,8 @@ def test_recorded_episodes_are_the_runs_and_replay_bit_for_bit(tmp_path):
     assert info["episodes"] == 12 and info["steps"] == timed
     replay = replay_rate("Hopper-v5", path)
     assert replay["same"] is True and replay["steps"] == timed and replay["steps_per_s"] > 0
+    # random controls from the same states, as many steps, timed in between
+    assert replay["random_steps_per_s"] > 0
+    assert replay["cost_vs_random"] == pytest.approx(
+        replay["random_steps_per_s"] / replay["steps_per_s"], rel=1e-12)
+    assert set(replay["contacts_per_step"]) == {"own", "random"}

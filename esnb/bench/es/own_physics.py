@@ -97,10 +97,13 @@ def _state(model, data, size: int, kind) -> np.ndarray:
     return out
 
 
-def replay_rate(env_id: str, path: str) -> dict:
+def replay_rate(env_id: str, path: str, seed: int = 0) -> dict:
     """Steps per second of ``mj_step`` replaying :func:`record`'s episodes (only the stepping
-    loop timed), whether every replayed episode ends in its recorded state bit for bit, and
-    the contacts per step of the replay and of random actions from the same start states."""
+    loops timed) and whether every replayed episode ends in its recorded state bit for bit;
+    interleaved with it, episode by episode, the same number of steps from the same start
+    state on random controls (uniform in the actuators' ranges): ``cost_vs_random``, how many
+    times the random actions' rate the episodes' physics costs, measured in the same seconds
+    of the same process, and the contacts per step of each."""
     import mujoco
 
     from esnb.envs import make_env
@@ -111,26 +114,51 @@ def replay_rate(env_id: str, path: str) -> dict:
     starts, ends, lengths, ctrl, nsteps = (saved[k] for k in
                                            ("starts", "ends", "lengths", "ctrl", "nstep"))
     kind, mj_step, mj_set = mujoco.mjtState.mjSTATE_INTEGRATION, mujoco.mj_step, mujoco.mj_setState
+    low, high = model.actuator_ctrlrange[:, 0], model.actuator_ctrlrange[:, 1]
+    rng = np.random.default_rng(seed)
     data_ctrl = data.ctrl
-    row, seconds, same = 0, 0.0, True
+    row, same = 0, True
+    seconds = {"own": 0.0, "random": 0.0}
+    contacts = {"own": 0, "random": 0}
     for e in range(len(lengths)):
-        mj_set(model, data, starts[e], kind)
-        nstep = int(nsteps[e])
-        rows = ctrl[row:row + int(lengths[e])]
-        t0 = time.perf_counter()
-        for a in rows:
-            data_ctrl[:] = a
-            mj_step(model, data, nstep=nstep)
-        seconds += time.perf_counter() - t0
-        same &= bool(np.array_equal(_state(model, data, starts.shape[1], kind), ends[e]))
-        row += len(rows)
-    return {"steps_per_s": row / seconds, "steps": row, "same": same}
+        nstep, n = int(nsteps[e]), int(lengths[e])
+        random_rows = rng.uniform(low, high, (n, len(low)))
+        for name, rows in (("own", ctrl[row:row + n]), ("random", random_rows)):
+            mj_set(model, data, starts[e], kind)
+            t0 = time.perf_counter()
+            for a in rows:
+                data_ctrl[:] = a
+                mj_step(model, data, nstep=nstep)
+            seconds[name] += time.perf_counter() - t0
+            if name == "own":
+                same &= bool(np.array_equal(_state(model, data, starts.shape[1], kind), ends[e]))
+            contacts[name] += _contacts(model, data, rows, starts[e], nstep) if e < 4 else 0
+        row += n
+    probe = max(int(lengths[:4].sum()), 1)
+    return {"steps_per_s": row / seconds["own"], "random_steps_per_s": row / seconds["random"],
+            "cost_vs_random": seconds["own"] / seconds["random"], "steps": row, "same": same,
+            "contacts_per_step": {k: v / probe for k, v in contacts.items()}}
 
 
-def replay_in_parallel(env_id: str, path: str, processes: int) -> float:
-    """:func:`replay_rate` in ``processes`` fresh interpreters at once, their mean rate."""
-    procs = [subprocess.Popen([sys.executable, "-m", __name__, "replay", env_id, path],
-                              stdout=subprocess.PIPE, text=True) for _ in range(processes)]
+def _contacts(model, data, rows, start, nstep: int) -> int:
+    """Contacts summed over the steps of ``rows`` from ``start`` (untimed, after the timed
+    loop: counting inside it would cost the loop a read per step)."""
+    import mujoco
+
+    mujoco.mj_setState(model, data, start, mujoco.mjtState.mjSTATE_INTEGRATION)
+    total = 0
+    for a in rows:
+        data.ctrl[:] = a
+        mujoco.mj_step(model, data, nstep=nstep)
+        total += int(data.ncon)
+    return total
+
+
+def replay_in_parallel(env_id: str, path: str, processes: int) -> dict:
+    """:func:`replay_rate` in ``processes`` fresh interpreters at once: the mean rates (own
+    episodes, random actions), the mean cost against random actions, contacts per step."""
+    procs = [subprocess.Popen([sys.executable, "-m", __name__, "replay", env_id, path, str(i)],
+                              stdout=subprocess.PIPE, text=True) for i in range(processes)]
     results = []
     for proc in procs:
         out, _ = proc.communicate(timeout=900)
@@ -140,7 +168,10 @@ def replay_in_parallel(env_id: str, path: str, processes: int) -> float:
         raise RuntimeError("a replay of ES's own episodes failed")
     if not all(r["same"] for r in results):
         raise RuntimeError("a replay of ES's own episodes did not end where they ended")
-    return statistics.mean(r["steps_per_s"] for r in results)
+    return {"own": statistics.mean(r["steps_per_s"] for r in results),
+            "random": statistics.mean(r["random_steps_per_s"] for r in results),
+            "cost_vs_random": statistics.mean(r["cost_vs_random"] for r in results),
+            "contacts_per_step": results[0]["contacts_per_step"]}
 
 
 def record_in_child(env_id: str, population: int, warm_up: int, generations: int,
@@ -168,8 +199,9 @@ class OwnEpisodes:
         self.path = f"{self._folder.name}/episodes.npz"
         self.info = record_in_child(env_id, population, warm_up, generations, self.path)
 
-    def rate(self, processes: int) -> float:
-        """Replayed physics steps per second, per process, ``processes`` at once."""
+    def rate(self, processes: int) -> dict:
+        """Replayed physics steps per second, per process, ``processes`` at once (and random
+        actions' from the same states, interleaved: :func:`replay_in_parallel`)."""
         return replay_in_parallel(self.env_id, self.path, processes)
 
     def close(self) -> None:
@@ -181,7 +213,7 @@ def _main(argv: list[str]) -> None:
         env_id, population, warm_up, generations, path = argv[1:6]
         out = record(env_id, int(population), int(warm_up), int(generations), path)
     else:
-        out = replay_rate(argv[1], argv[2])
+        out = replay_rate(argv[1], argv[2], int(argv[3]) if len(argv) > 3 else 0)
     print("ESNB-BENCH " + json.dumps(out), flush=True)
 
 

@@ -243,12 +243,15 @@ def measure(env: str = ENV, population: int = 40, repeats: int = 3, steps: int =
     crcs: dict = {name: set() for name in trees}
     cpu_rates: dict = {"loop_now": [], "loop_batched": []}
     same_returns = True
+    own_cost: list = []  # own episodes' physics against random actions', same processes
     own = OwnEpisodes(env, population, 2, generations)  # CHILD: 2 warm-up generations
     for r in range(repeats):
         rates["physics"].append(physics_rate(env, steps, seed=r))
         rates["physics_timer"].append(physics_in_parallel(env, steps, 1, seed=r, timer=True))
         rates["physics_parallel"].append(physics_in_parallel(env, steps, workers, seed=r))
-        rates["physics_own_parallel"].append(own.rate(workers))
+        replayed = own.rate(workers)
+        rates["physics_own_parallel"].append(replayed["own"])
+        own_cost.append(replayed["cost_vs_random"])
         rates["gym_step"].append(gym_step_rate(env, steps, seed=r))
         rates["direct_step"].append(gym_step_rate(env, steps, seed=r, direct=True))
         n, s, returns = loop_before(*task, old_env)
@@ -268,7 +271,9 @@ def measure(env: str = ENV, population: int = 40, repeats: int = 3, steps: int =
     own.close()
     med = {k: statistics.median(v) for k, v in rates.items()}
     return {"env": env, "population": population, "workers": workers, "pairs": pairs,
-            "own_episodes": own.info,
+            "own_episodes": {**own.info, "cost_vs_random": statistics.median(own_cost),
+                             "cost_vs_random_by_round": own_cost,
+                             "contacts_per_step_replayed": replayed["contacts_per_step"]},
             "repeats": repeats, "steps_per_s": med, "rounds": rates,
             "fraction_of_physics": {k: v / med["physics"] for k, v in med.items()},
             # ES's workers against the physics run by as many processes at once
@@ -321,7 +326,9 @@ def run(args) -> int:
           f"({cpu['loop_now']:,.0f} and {cpu['loop_batched']:,.0f} steps per CPU second)")
     own = r["own_episodes"]
     print(f"  ES's own episodes: {own['episodes']} ({own['steps']:,} steps), "
-          f"{own['contacts_per_step']:.2f} contacts per step")
+          f"{own['contacts_per_step']:.2f} contacts per step (random actions from the same "
+          f"states: {own['contacts_per_step_replayed']['random']:.2f}); their physics costs "
+          f"{own['cost_vs_random']:.2f}x random actions' (interleaved in the same processes)")
     for name, f in r["es_fraction_of_parallel_physics"].items():
         print(f"  ES end to end ({name}) / physics in {r['workers']} processes at once: "
               f"{f:.2f} of random actions', {r['es_fraction_of_own_physics'][name]:.2f} of its "

@@ -159,11 +159,14 @@ def measure(es: ESConfig, workers: int = 2, repeats: int = 3, generations: int =
                                    "esnb", "evotorch")}
     steps_per_run: dict = {"esnb": set(), "evotorch": set()}
     params, retries = None, 0
+    own_cost: list = []  # own episodes' physics against random actions', same processes
     own = OwnEpisodes(es.env, es.population, WARM_UP, generations)
     for r in range(repeats):
         rates["physics"].append(physics_rate(es.env, steps, seed=r))
         rates["physics_parallel"].append(physics_in_parallel(es.env, steps, workers, seed=r))
-        rates["physics_own_parallel"].append(own.rate(workers))
+        replayed = own.rate(workers)
+        rates["physics_own_parallel"].append(replayed["own"])
+        own_cost.append(replayed["cost_vs_random"])
         # alternate who goes first: neither always meets the machine after the other
         for name in ("esnb", "evotorch") if r % 2 == 0 else ("evotorch", "esnb"):
             out = (esnb_rate(es.env, workers, generations, es.population) if name == "esnb"
@@ -176,7 +179,10 @@ def measure(es: ESConfig, workers: int = 2, repeats: int = 3, generations: int =
             f"{k} {v[-1]:,.0f}" for k, v in rates.items()))
     own.close()
     med = {k: statistics.median(v) for k, v in rates.items()}
-    return {"env": es.env, "own_episodes": own.info, "population": es.population,
+    own_episodes = {**own.info, "cost_vs_random": statistics.median(own_cost),
+                    "cost_vs_random_by_round": own_cost,
+                    "contacts_per_step_replayed": replayed["contacts_per_step"]}
+    return {"env": es.env, "own_episodes": own_episodes, "population": es.population,
             "workers": workers,
             "generations": generations, "repeats": repeats, "network": network(es),
             "params": {"esnb": esnb_params(es), "evotorch": params},
@@ -219,5 +225,6 @@ def run(args) -> int:
     print(f"  of the physics in {r['workers']} processes at once: esnb {par['esnb']:.2f}, "
           f"EvoTorch {par['evotorch']:.2f}; of the physics of ES's own episodes: esnb "
           f"{own['esnb']:.2f}, EvoTorch {own['evotorch']:.2f} ({r['own_episodes']['episodes']} "
-          f"episodes, {r['own_episodes']['contacts_per_step']:.2f} contacts per step)")
+          f"episodes, {r['own_episodes']['contacts_per_step']:.2f} contacts per step, their "
+          f"physics {r['own_episodes']['cost_vs_random']:.2f}x random actions')")
     return session.done(args, r, rerun="esnb bench es-vs-evotorch")
