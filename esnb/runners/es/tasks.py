@@ -255,7 +255,10 @@ def lockstep_runner(env: FastEnv):
     :mod:`esnb.envs.mujoco_fast` (which imported MuJoCo) is asked: others import nothing."""
     if type(env.core).__module__ != "esnb.envs.mujoco_fast":
         return run_lockstep
-    from esnb.envs import mujoco_batch
+    try:
+        from esnb.envs import mujoco_batch
+    except ImportError:  # MuJoCo before 4 has no mujoco.batch (pyproject allows 3)
+        return run_lockstep
 
     return mujoco_batch.run_batched if mujoco_batch.supports(env) else run_lockstep
 
