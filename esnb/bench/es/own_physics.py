@@ -60,13 +60,17 @@ def record(env_id: str, population: int, warm_up: int, generations: int, path: s
         ep["end"] = _state(model, data, ep["size"], kind)
 
     from esnb import ES
+    from esnb.envs import rollout
     from esnb.envs.lockstep import run_lockstep
     from esnb.runners.es import tasks
 
     # episodes step one MjData each, through mujoco.mj_step (wrapped here), not a
-    # mujoco.batch: the same bits (tests/test_mujoco_batch.py)
-    runner = tasks.lockstep_runner
+    # mujoco.batch: the same bits (tests/test_mujoco_batch.py); and on environments made
+    # now, whose step looks mj_step up as they are built (esnb.envs.mujoco_fast), not on
+    # this thread's cached ones
+    runner, cached = tasks.lockstep_runner, getattr(rollout._local, "envs", None)
     mujoco.mj_step, tasks.lockstep_runner = step, lambda env: run_lockstep
+    rollout._local.envs = {}
     try:
         es = ES(env_id, population=population, eval_interval=0, seed=seed, **es_settings)
         try:
@@ -78,6 +82,10 @@ def record(env_id: str, population: int, warm_up: int, generations: int, path: s
             es.close()
     finally:
         mujoco.mj_step, tasks.lockstep_runner = original, runner
+        for envs in rollout._local.envs.values():
+            for env in envs:
+                env.close()
+        rollout._local.envs = cached if cached is not None else {}
     done.extend(live.values())
     lengths = np.array([len(ep["ctrl"]) for ep in done])
     np.savez(path, starts=np.stack([ep["start"] for ep in done]),
