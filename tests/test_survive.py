@@ -182,7 +182,8 @@ def test_resume_applies_live_settings_and_refuses_fixed_ones(tmp_path):
     ([], {"DASK_ESNB__MUJOCO__TIMER": "maybe"},
      "esnb.mujoco.timer (dask config: esnb.yaml, ~/.config/dask/ or DASK_ESNB__...) must be "
      "true or false, got 'maybe'"),
-    (["--tasks-per-worker", "0"], None, "tasks_per_worker must be an integer in [1, 100,000], got 0"),
+    (["--tasks-per-worker", "0"], None,
+     "tasks_per_worker must be an integer in [1, 100,000], got 0"),
     (["--env-kwargs", '{"bogus": 1}'], None, "env_kwargs {'bogus': 1} do not fit"),
     (["--hidden", "ab"], None, "argument --hidden: must be a sequence of integers"),
     # trackers' destinations, before the run folder or any cluster (issue 36): not MLflow's
