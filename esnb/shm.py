@@ -4,9 +4,9 @@ A block is a file in a shared-memory directory (``/dev/shm``: tmpfs, so its page
 that every process mapping the file shares) named by what it holds. The protocol, with
 ``flock`` locks (the kernel releases them when a process dies, even by SIGKILL):
 
-- **open**: take ``<name>.lock`` exclusively; if ``<name>`` is missing, build it into a
-  temporary file (``posix_fallocate`` first, so a full tmpfs is an error here and never a
-  SIGBUS while filling), ``fsync`` and ``rename`` it into place, so a builder that dies
+- **open**: take ``<name>.lock`` exclusively; if ``<name>`` is missing, build it in this
+  process's memory, write it to a temporary file (``posix_fallocate`` first, so a full tmpfs
+  is an error there), ``fsync`` and ``rename`` it into place, so a builder that dies
   midway leaves no half-written block under the name; take a *shared* lock on ``<name>``
   itself (this process uses it) and map it read-only; release ``<name>.lock``.
 - **close**: under ``<name>.lock``, drop the shared lock and try an exclusive non-blocking
@@ -228,16 +228,21 @@ def _build(path: str, nbytes: int, size: int, dtype: np.dtype, fill, describe) -
         os.unlink(stale)
     about = None
     tmp = f"{path}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
-    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
-        os.posix_fallocate(fd, 0, nbytes)  # ENOSPC now, not SIGBUS on a page while filling
-        with mmap.mmap(fd, nbytes) as mapped:
-            out = np.frombuffer(mapped, dtype=dtype, count=size)
-            fill(out)
-            if describe is not None:
-                about = describe(out)
-            del out  # the mapping cannot close while an array exports it
-            mapped.flush()
+        os.posix_fallocate(fd, 0, nbytes)  # a full tmpfs is an error now, before the build
+        # built in private memory, then written: an array on a mapping of the file has to be
+        # freed before the mapping can close, and anything that keeps it (a traceback that a
+        # log record holds, a reference cycle) turned the close into a BufferError that hid
+        # the build's own error
+        out = np.empty(size, dtype=dtype)
+        fill(out)
+        if describe is not None:
+            about = describe(out)
+        data = memoryview(out).cast("B")
+        while data:
+            data = data[os.write(fd, data):]
+        del data, out
         os.fsync(fd)
         if about is not None:
             _write_about(path, about)  # before the block: a block's description is its own

@@ -156,6 +156,28 @@ def test_a_builder_killed_midway_leaves_no_table_anyone_uses(shm_dir):
         table.close()
 
 
+def test_a_build_that_fails_raises_its_own_error_and_leaves_nothing(shm_dir):
+    """A fill that raises while something still holds its array (here a list; on a Dask
+    worker, a log record's traceback) reports its own error, not a BufferError of a mapping
+    that cannot close, and leaves no file; the next open builds the block."""
+    from esnb import shm
+
+    kept = []
+
+    def keep_then_fail(out):
+        kept.append(out)
+        raise RuntimeError("the build's own error")
+
+    with pytest.raises(RuntimeError, match="the build's own error"):
+        shm.open_block(CFG.file_name, CFG.size, np.float32, keep_then_fail, directory=shm_dir)
+    assert _data_files(shm_dir) == []
+    table = NoiseTable(CFG, shared=shm_dir)
+    try:
+        assert np.array_equal(_bits(table), _bits(NoiseTable(CFG)))
+    finally:
+        table.close()
+
+
 def test_no_shared_memory_means_a_private_copy_said_once(tmp_path, caplog):
     missing = str(tmp_path / "no-such-dir")
     with caplog.at_level(logging.WARNING, logger="esnb.shm"):

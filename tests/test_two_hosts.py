@@ -237,7 +237,7 @@ def _refused(hosts, worker: str, size: int, seed: int, name: str) -> None:
     p = esnb("train", "es", "--env", "CartPole-v1", "--population", "10", "--noise-size",
              str(size), "--noise-seed", str(seed), "--generations", "2",
              "--address", hosts.address, "--out", str(hosts.run_folder(name)), *QUIET)
-    assert p.returncode == 2
+    assert p.returncode == 2, p.stderr[-6000:]
     lines = [line for line in p.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr[-6000:]
     for part in ("esnb: error: ", ours[:16], theirs[:16], "esnb-host3", f"worker {worker}"):
