@@ -136,6 +136,13 @@ def test_presets_on_atari_say_what_applies():
     assert laptop.torso == "auto" and paper.torso == "auto-deep"
     assert paper.reward_clipping == "abs_one" and laptop.reward_clipping == "none"
     assert ImpalaConfig.takes_frames
+    # the laptop preset's Atari values (a conv torso that stays alive on 2 cores), for ALE ids
+    # only, under what is given; the paper preset keeps the paper's table
+    assert (laptop.lr, laptop.batch_size, laptop.eval_interval) == (2.5e-4, 4, 4000)
+    assert (paper.lr, paper.batch_size) == (0.0006, 32)
+    cartpole = ImpalaConfig.build(env="CartPole-v1")
+    assert (cartpole.lr, cartpole.batch_size) == (1e-3, 32)
+    assert ImpalaConfig.build(env="ALE/Pong-v5", lr=1e-3, batch_size=8).batch_size == 8
     # the paper preset's network on Pong: the deep residual torso, frames / 255, clipped
     # rewards in the loss (made, not stepped: 48 Atari environments are not a test's)
     r = Impala("ALE/Pong-v5", preset="paper", client=False)

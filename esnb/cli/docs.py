@@ -38,10 +38,11 @@ def settings_markdown() -> str:
         diff = settings.preset_table(config)
         if diff.count("\n") > 1:
             out += ["Where `paper` differs from `laptop`:", "", diff, ""]
-        for env, (values, source) in config.paper_by_env.items():
-            given = ", ".join(f"`{k}={settings.show(v)}`" for k, v in values.items())
-            where = f"`{env}<Game>-v5` ids" if env.endswith("/") else env
-            out += [f"On {where}, `paper` takes {given} instead ({source}).", ""]
+        for preset, table in (("laptop", config.laptop_by_env), ("paper", config.paper_by_env)):
+            for env, (values, source) in table.items():
+                given = ", ".join(f"`{k}={settings.show(v)}`" for k, v in values.items())
+                where = f"`{env}<Game>-v5` ids" if env.endswith("/") else env
+                out += [f"On {where}, `{preset}` takes {given} instead ({source}).", ""]
     return "\n".join(out).rstrip() + "\n"
 
 

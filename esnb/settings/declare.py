@@ -196,6 +196,9 @@ class Settings:
     #: version (``"Humanoid"``) or by a family's prefix (``"ALE/"``: every Atari id):
     #: ``{env: ({setting: value}, source)}``
     paper_by_env: ClassVar[dict[str, tuple[dict[str, Any], str]]] = {}
+    #: the same for the ``laptop`` preset: where a family of tasks needs other values than the
+    #: declared defaults on 2 cores, with why (Atari's conv nets: a smaller learning rate)
+    laptop_by_env: ClassVar[dict[str, tuple[dict[str, Any], str]]] = {}
 
     @classmethod
     def display_name(cls) -> str:
@@ -258,19 +261,21 @@ class Settings:
         """
         check_names(cls, overrides)
         values = cls.preset_values(preset)
-        if preset == "paper":  # the environment's own paper values, under what is given
-            env = str(overrides.get("env", values.get("env", "")))
-            values.update(cls.paper_for_env(env)[0])
+        # the environment's own values of the preset, under what is given
+        env = str(overrides.get("env", values.get("env", "")))
+        values.update(cls.preset_for_env(preset, env)[0])
         values = {**values, **overrides}
         return cls(**cls.prepare(values))
 
     @classmethod
-    def paper_for_env(cls, env: str) -> tuple[dict[str, Any], str]:
-        """The ``paper`` values :attr:`paper_by_env` gives ``env`` and their source: its
-        family's (a key ending in ``/`` that ``env`` starts with), then its own by name."""
+    def preset_for_env(cls, preset: str, env: str) -> tuple[dict[str, Any], str]:
+        """The values ``preset`` gives ``env`` beyond its own (:attr:`paper_by_env`,
+        :attr:`laptop_by_env`; none for other presets) and their source: its family's (a key
+        ending in ``/`` that ``env`` starts with), then its own by name."""
+        table = {"paper": cls.paper_by_env, "laptop": cls.laptop_by_env}.get(preset, {})
         values: dict[str, Any] = {}
         sources = []
-        for key, (given, source) in cls.paper_by_env.items():
+        for key, (given, source) in table.items():
             if key.endswith("/") and env.startswith(key) or key == env.split("-v")[0]:
                 values.update(given)
                 sources.append(source)

@@ -173,7 +173,7 @@ def impala_loss(model: ActorCritic, batch: UnrollBatch, cfg: LossConfig):
         Scalar, differentiable w.r.t. ``model.flat``.
     stats : dict of float
         ``pg_loss baseline_loss entropy rho_mean rho_clipped log_ratio_abs value_mean
-        vs_mean advantage_mean``.
+        value_std vs_mean advantage_mean``.
     """
     x = vtrace_inputs(model, batch, cfg)
     T = batch.T
@@ -197,6 +197,9 @@ def impala_loss(model: ActorCritic, batch: UnrollBatch, cfg: LossConfig):
             "rho_clipped": float((rho > cfg.clip_rho_threshold).float().mean()),
             "log_ratio_abs": float(log_ratio.abs().mean()),
             "value_mean": float(values[:T].detach().mean()), "vs_mean": float(vt.vs.mean()),
+            # 0 when the network no longer tells the batch's states apart (a conv torso whose
+            # units all gave up on the frames: the policy is a constant too, for good)
+            "value_std": float(values[:T].detach().std(correction=0)),
             "advantage_mean": float(vt.pg_advantages.mean()),
         }
     return loss, stats
