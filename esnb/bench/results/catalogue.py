@@ -58,6 +58,9 @@ class Entry:
     eval_episodes : int
         Episodes of the final, noise-free evaluation of the final parameters (new episode
         seeds, not the ones the run was selected on).
+    seeds : int
+        Seeds the entry is run with (5; an entry of an hour and more a seed on 2 cores, 3).
+        Until they are all run the page says how many of them the score rests on.
     paper, peer : Reference, optional
     note : str
         How to read the row beside its references: why esnb's number is below the paper's,
@@ -72,6 +75,7 @@ class Entry:
     title: str
     settings: dict[str, Any] = field(default_factory=dict)
     eval_episodes: int = 20
+    seeds: int = 5
     paper: Reference | None = None
     peer: Reference | None = None
     note: str = ""
@@ -178,6 +182,20 @@ ENTRIES: tuple[Entry, ...] = (
                "entropy 2.5e-4, unrolls of 100, rewards clipped to [-1, 1] (a CartPole reward "
                "is 1: no change). The budget is the laptop row's env steps (2,000 learner "
                "steps of 32 x 20 frames); with unrolls of 100 that is 400 learner steps."),
+    Entry("impala-pong", "impala", "laptop", "ALE/Pong-v5", {"env_steps": 3_000_000},
+          "IMPALA on Pong", eval_episodes=10, seeds=3,
+          paper=Reference("—", "57 Atari games, 200M frames (50M agent steps)",
+                          "Espeholt et al. 2018 (IMPALA), appendix: Atari scores at 200M frames "
+                          "(its per-game table is not among the sources esnb holds)"),
+          peer=Reference("20.36 ± 0.20", "PPO, PongNoFrameskip-v4, 10M agent steps",
+                         "CleanRL docs, rl-algorithms/ppo.md (ppo_atari.py)"),
+          note="The laptop preset on Atari (settings page): the shallow torso, Adam 2.5e-4 "
+               "decaying linearly to 0 over the 3M agent steps (12M frames), batches of 4 "
+               "unrolls of 20, 2 workers x 2 actors x 16 environments; a score is 10 whole "
+               "games (21 points to one side) of the final parameters, greedy. +21 is the most "
+               "a game can give. An hour and more a seed here: the seeds are run one a session, "
+               "their run folders kept in docs/results/seeds and read back (esnb bench "
+               "results --only impala-pong --runs docs/results/seeds)."),
     _aes_small("aesrl", "AES-RL", "12550 ± 187",
                "Not the paper's task or scale: HalfCheetah at 1M steps would take ~3 hours of "
                "this machine per seed (extrapolated from esnb bench aes-time: 30,000 steps "

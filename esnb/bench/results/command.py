@@ -20,16 +20,14 @@ from esnb.bench.results.catalogue import ENTRIES, entry
 from esnb.bench.results.runs import hardware, run_seed, save
 from esnb.settings import integer
 
-#: seeds per entry (the issue's floor: intervals from fewer are too wide to compare)
-SEEDS = 5
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", nargs="+", choices=[e.key for e in ENTRIES],
                    help="run these entries only, the others keep their saved runs (default: "
                         "every entry)")
-    p.add_argument("--seeds", type=integer(2), default=SEEDS,
-                   help="seeds per entry (0, 1, ...)")
+    p.add_argument("--seeds", type=integer(2), default=None,
+                   help="seeds per entry (0, 1, ...; default: each entry's own, 5, or 3 for "
+                        "entries of an hour and more a seed)")
     p.add_argument("--workers", type=integer(1), default=2, help="LocalCluster workers")
     p.add_argument("--render", action="store_true",
                    help="run nothing: rewrite the page from the saved runs")
@@ -72,7 +70,11 @@ def run(args) -> int:
     return 0
 
 
-def _run_entries(entries, root: Path, seeds: int, workers: int,
+def _finished(folder: Path | None) -> bool:
+    return folder is not None and (folder / "summary.json").exists()
+
+
+def _run_entries(entries, root: Path, seeds: int | None, workers: int,
                  runs: Path | None = None) -> None:
     from esnb.cluster import make_client
 
@@ -81,13 +83,17 @@ def _run_entries(entries, root: Path, seeds: int, workers: int,
         for e in entries:
             load0, machine = os.getloadavg()[0], hardware()  # the commit the runs ran
             rows = []
-            for seed in range(seeds):
-                row = run_seed(e, seed, client,
-                               None if runs is None else runs / e.key / f"seed{seed}")
-                rows.append(row)
+            folders = {seed: None if runs is None else runs / e.key / f"seed{seed}"
+                       for seed in range(e.seeds if seeds is None else seeds)}
+            # seeds already run to their end first (read back, not run): saved at once
+            for seed in sorted(folders, key=lambda k: not _finished(folders[k])):
+                row = run_seed(e, seed, client, folders[seed])
+                rows = sorted([*rows, row], key=lambda r: r["seed"])
                 print(f"{e.key} seed {seed}: final {row['final']:.2f} after "
                       f"{row['env_steps']:,} env steps, {row['wall_s']:.0f} s", flush=True)
-            save(root / page.DATA / f"{e.key}.json", e, rows, workers,
-                 (load0, os.getloadavg()[0]), machine)
+                # after every seed: a run of hours stopped later keeps what it finished (the
+                # page says on how many of the entry's seeds its score rests)
+                save(root / page.DATA / f"{e.key}.json", e, rows, workers,
+                     (load0, os.getloadavg()[0]), machine)
     finally:
         client.close()

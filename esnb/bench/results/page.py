@@ -89,10 +89,13 @@ def _num(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.2f}"
 
 
-def _score(stats: dict | None) -> str:
+def _score(stats: dict | None, e: Entry) -> str:
     if stats is None:
         return "not run yet"
-    return f"**{_num(stats['mean'])}** [{_num(stats['lo'])}, {_num(stats['hi'])}] ({stats['n']})"
+    score = f"**{_num(stats['mean'])}** [{_num(stats['lo'])}, {_num(stats['hi'])}] ({stats['n']})"
+    if stats["n"] < e.seeds:  # a run of hours a seed, resumed session after session
+        score += f", {stats['n']} of its {e.seeds} seeds so far"
+    return score
 
 
 def _ref(ref: Reference | None, comparable: bool = True) -> str:
@@ -118,7 +121,7 @@ def _summary_row(e: Entry, doc: dict | None, stats: dict | None) -> str:
     wall = "—" if stats is None else f"{stats['wall']:,.0f} s"
     paper = _ref(e.paper, _paper_number(e) is None or _comparable(e))
     return (f"| [{e.title}](#{e.key}) | {e.preset} | {e.env} | {_budget(e, doc)} | {steps} "
-            f"| {wall} | {_score(stats)} | {paper} | {_ref(e.peer)} |")
+            f"| {wall} | {_score(stats, e)} | {paper} | {_ref(e.peer)} |")
 
 
 def _hardware(runs: dict) -> str:
@@ -152,7 +155,7 @@ def _section(e: Entry, doc: dict | None, stats: dict | None) -> str:
         hw = doc["hardware"]
         lines += [f"Run {hw['date']} at esnb {hw['commit'] or '(no commit)'}, load average "
                   f"{doc['load_average'][0]:.1f} -> {doc['load_average'][1]:.1f}. "
-                  f"Final score: {_score(stats)} over seeds "
+                  f"Final score: {_score(stats, e)} over seeds "
                   f"{', '.join(str(s['seed']) for s in doc['seeds'])}.", "",
                   "| seed | final (sd over episodes) | env steps | wall-clock |",
                   "|---|---|---|---|"]
