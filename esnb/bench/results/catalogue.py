@@ -195,7 +195,9 @@ ENTRIES: tuple[Entry, ...] = (
                "games (21 points to one side) of the final parameters, greedy. +21 is the most "
                "a game can give. An hour and more a seed here: the seeds are run one a session, "
                "their run folders kept in docs/results/seeds and read back (esnb bench "
-               "results --only impala-pong --runs docs/results/seeds)."),
+               "results --only impala-pong --runs docs/results/seeds). Seed 1 did not learn: "
+               "its training return stayed at -20 and its policy's entropy at ln 6 for the 3M "
+               "steps, its network alive (docs/notes.md, IMPALA, on why and what was tried)."),
     _aes_small("aesrl", "AES-RL", "12550 ± 187",
                "Not the paper's task or scale: HalfCheetah at 1M steps would take ~3 hours of "
                "this machine per seed (extrapolated from esnb bench aes-time: 30,000 steps "

@@ -26,8 +26,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run these entries only, the others keep their saved runs (default: "
                         "every entry)")
     p.add_argument("--seeds", type=integer(2), default=None,
-                   help="seeds per entry (0, 1, ...; default: each entry's own, 5, or 3 for "
-                        "entries of an hour and more a seed)")
+                   help="seeds per entry (0, 1, ...) [default: each entry's own: 5, or 3 for an "
+                        "entry of an hour and more a seed]")
     p.add_argument("--workers", type=integer(1), default=2, help="LocalCluster workers")
     p.add_argument("--render", action="store_true",
                    help="run nothing: rewrite the page from the saved runs")

@@ -207,8 +207,20 @@ class Soak:
             if len(live) >= n and exclude not in live:
                 return
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the cluster did not get back to {n} workers")
+                raise RuntimeError(f"the cluster did not get back to {n} workers: "
+                                   f"{self._nannies()}")
             time.sleep(0.2)
+
+    def _nannies(self) -> str:
+        """What each of the cluster's nannies says of its worker: a restart that failed, or a
+        worker that left the cluster, shows here (their own logs are silenced)."""
+        said = []
+        for name, nanny in getattr(self.client.cluster, "workers", {}).items():
+            process = getattr(getattr(nanny, "process", None), "process", None)
+            said.append(f"{name}: nanny {getattr(nanny, 'status', '?')}, worker "
+                        f"{getattr(nanny, 'worker_address', None)}, process exit code "
+                        f"{getattr(process, 'exitcode', None)}")
+        return "; ".join(said) or "no nannies to ask"
 
     # -- the run -----------------------------------------------------------------------------
     def run(self, rounds: int) -> dict:

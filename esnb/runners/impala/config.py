@@ -51,12 +51,13 @@ class ImpalaConfig(EnvSettings):
         "above are the released code's DMLab ones")}
     laptop_by_env = {"ALE/": (
         {"lr": 2.5e-4, "batch_size": 4, "updates_per_iteration": 40, "eval_interval": 4000},
-        "measured on Pong, 2 cores: at Adam 1e-3 or RMSProp 7e-4 the conv torso stops seeing "
-        "the frames within ~1,500 learner steps (every unit gives the same output on every "
-        "frame, for good: policy and value become constants); at 2.5e-4, CleanRL's Atari "
-        "rate, it stays alive. Batches of 4 unrolls of 20 (80 steps, A2C's 16 x 5) give 8 "
-        "times the learner steps per frame of 32, for a learner that keeps up with 2 cores' "
-        "actors; evaluations of whole games every 4,000 learner steps")}
+        "measured on Pong, 2 cores, batches of 4: at RMSProp 7e-4 (torch's, or TF's with "
+        "epsilon 1e-5) the conv torso stops seeing the frames within ~1,500 learner steps "
+        "(every unit gives the same output on every frame, for good: policy and value become "
+        "constants), at Adam 1e-3 94% of its outputs are dead by then; at 2.5e-4, CleanRL's "
+        "Atari rate, it stays alive. Batches of 4 unrolls of 20 (80 steps, A2C's 16 x 5) give "
+        "8 times the learner steps per frame of 32; evaluations of whole games every 4,000 "
+        "learner steps. Not yet shown to learn Pong within 3M agent steps here (results page)")}
 
     env: str = derive(EnvSettings, "env",
                       help="gymnasium id with Box observations (vectors, or frames: ALE/<Game>-v5, "
