@@ -275,6 +275,14 @@ def test_loss_gradient_and_learner_step(cartpole):
                 x["values"][:5].detach(), x["values"][5].detach())
     expected = 0.5 * 0.5 * float((vt.vs - x["values"][:5].detach()).square().sum())
     assert stats["baseline_loss"] == pytest.approx(expected, rel=1e-5)
+    # value_std: the spread of the values over the batch's states (0: a collapsed network)
+    values = x["values"][:5].detach()
+    assert stats["value_std"] == pytest.approx(float(values.std(correction=0)), rel=1e-5)
+    assert stats["value_std"] > 0
+    still = flat.copy()
+    still[spec.layout.offsets()["value"]] = 0.0  # a value head that ignores its input
+    _, flat_stats = impala_loss(ActorCritic(spec, still), batch, loss_config())
+    assert flat_stats["value_std"] == 0.0
 
     learner = learner_of(spec, flat, lr=1e-2)
     before = learner.flat
