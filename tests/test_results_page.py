@@ -233,3 +233,30 @@ def test_a_seed_is_a_session_run_with_its_own_folder_and_resumes_from_it(tmp_pat
     assert (tmp_path / "whole" / "checkpoint.npz").read_bytes() == before
     assert (again["final"], again["env_steps"]) == (whole["final"], whole["env_steps"])
     assert np.allclose(again["curve"], whole["curve"], rtol=0, atol=1e-4)
+
+
+def test_a_results_run_reads_finished_seeds_back_first_and_saves_after_each(tmp_path, capsys):
+    """``esnb bench results --runs DIR``: a seed already run to its end in DIR (an earlier
+    session's) is read back before the others run, not run again, and the entry is saved with
+    every seed it has, in seed order (on a LocalCluster, as the command runs)."""
+    import dataclasses
+
+    from esnb.bench.results.command import _run_entries
+    from esnb.bench.results.runs import run_seed
+
+    es = dataclasses.replace(catalogue.entry("es-halfcheetah"), env="CartPole-v1",
+                             budget={"generations": 3}, eval_episodes=3, seeds=2,
+                             settings={"population": 8, "sigma": 0.05, "lr": 0.03,
+                                       "noise_size": 200_000, "max_episode_steps": 100,
+                                       "eval_interval": 1})
+    runs_dir = tmp_path / "seeds"
+    done = run_seed(es, 1, client=False, folder=runs_dir / es.key / "seed1")
+    before = (runs_dir / es.key / "seed1" / "checkpoint.npz").read_bytes()
+    _run_entries([es], tmp_path, None, workers=1, runs=runs_dir)
+    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith(es.key)]
+    assert [line.split(":")[0] for line in said] == [f"{es.key} seed 1", f"{es.key} seed 0"]
+    assert (runs_dir / es.key / "seed1" / "checkpoint.npz").read_bytes() == before
+    saved = json.loads((tmp_path / page.DATA / f"{es.key}.json").read_text())
+    assert [s["seed"] for s in saved["seeds"]] == [0, 1]
+    assert saved["seeds"][1]["final"] == done["final"]
+    assert (runs_dir / es.key / "seed0" / "summary.json").exists()
