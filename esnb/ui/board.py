@@ -82,8 +82,9 @@ class Dashboard(widgets.VBox):
             except ValueError as exc:
                 self._say_video(f"no video: {exc}", error=True)
                 return
-            self.video_view.value = v._repr_html_()
+            # the caption first: whoever sees the video sees what it shows
             self._say_video(f"{it} {v.iteration:,}: return {float(v.returns.sum()):,.2f}")
+            self.video_view.value = v._repr_html_()
 
         video.add_done_callback(show)
         return video
