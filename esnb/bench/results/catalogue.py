@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from esnb.bench.results.aggregate import TaskSet
 from esnb.runners.es.config import ESConfig
 
 
@@ -228,6 +229,17 @@ ENTRIES: tuple[Entry, ...] = (
         ("CER", "CER (contrastive replay)", "7.81", "esnb's CER is built from its paper's "
          "abstract (docs/eorl.md): its thresholds and mixing are esnb's choices."),
         ("VAN", "VAN (one DQN)", "6.59", "EORL's baseline on the same cell."))),
+)
+
+#: sets of entries aggregated across their tasks (IQM, stratified bootstrap, profiles)
+TASK_SETS: tuple[TaskSet, ...] = (
+    TaskSet("eorl-tables", "EORL's tables: BitFlip n = 7 and GridNav 8 x 8",
+            {"EORL-05-05": {"BitFlip 7": "eorl-bitflip7", "GridNav 8": "eorl-05-05-gridnav8"},
+             "VAN (one DQN)": {"BitFlip 7": "van-bitflip7", "GridNav 8": "van-gridnav8"}},
+            {"BitFlip 7": (-1.0, 8.22), "GridNav 8": (-1.0, 9.70)},
+            "0 is an agent that never reaches the goal (every episode times out: -1), 1 the "
+            "paper's EORL-05-05 on that cell (Khadilkar 2023, Table 1: 8.22; Table 3: 9.70); "
+            "CER has only the GridNav cell, so it is not in the set"),
 )
 
 #: presets not on the page, and why

@@ -57,6 +57,19 @@ def panel(x: np.ndarray, mean: np.ndarray, low: np.ndarray, high: np.ndarray, ti
           x_label: str, y_label: str, offset: int = 0,
           reference: float | None = None) -> str:
     """One panel as an SVG group, ``offset`` pixels from the left."""
+    return lines(x, [("", mean, low, high)], title, x_label, y_label, offset, reference)
+
+
+#: colours of the series of one panel, in order
+COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
+
+
+def lines(x: np.ndarray, series: Sequence[tuple[str, np.ndarray, np.ndarray, np.ndarray]],
+          title: str, x_label: str, y_label: str, offset: int = 0,
+          reference: float | None = None) -> str:
+    """``(name, y, low, high)`` series over one ``x`` in one panel (an SVG group ``offset``
+    pixels from the left): each a line with its band, named in a legend when it has a name
+    (a performance profile: one series per algorithm)."""
     out = [f'<g transform="translate({offset},0)">',
            f'<text x="{WIDTH / 2:g}" y="16" text-anchor="middle" font-size="13">'
            f'{escape(title)}</text>']
@@ -64,7 +77,8 @@ def panel(x: np.ndarray, mean: np.ndarray, low: np.ndarray, high: np.ndarray, ti
         out.append('<text x="180" y="120" text-anchor="middle">no data</text></g>')
         return "\n".join(out)
     x0, x1 = float(x.min()), float(x.max())
-    ys = [low, high] + ([np.array([reference])] if reference is not None else [])
+    ys = [v for _, _, low, high in series for v in (low, high)]
+    ys += [np.array([reference])] if reference is not None else []
     y0 = float(min(v.min() for v in ys))
     y1 = float(max(v.max() for v in ys))
     if y1 <= y0:
@@ -93,12 +107,19 @@ def panel(x: np.ndarray, mean: np.ndarray, low: np.ndarray, high: np.ndarray, ti
                f'font-size="11">{escape(x_label)}</text>')
     out.append(f'<text transform="translate(12,{PAD_T + h / 2:g}) rotate(-90)" '
                f'text-anchor="middle" font-size="11">{escape(y_label)}</text>')
-    poly = [f"{a:.1f},{b:.1f}" for a, b in zip(px(x), py(high))]
-    poly += [f"{a:.1f},{b:.1f}" for a, b in zip(px(x[::-1]), py(low[::-1]))]
-    out.append(f'<polygon points="{" ".join(poly)}" fill="#1f77b4" fill-opacity="0.2" '
-               f'stroke="none"/>')
-    line = " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(px(x), py(mean)))
-    out.append(f'<polyline points="{line}" fill="none" stroke="#1f77b4" stroke-width="2"/>')
+    for k, (name, mean, low, high) in enumerate(series):
+        colour = COLOURS[k % len(COLOURS)]
+        poly = [f"{a:.1f},{b:.1f}" for a, b in zip(px(x), py(high))]
+        poly += [f"{a:.1f},{b:.1f}" for a, b in zip(px(x[::-1]), py(low[::-1]))]
+        out.append(f'<polygon points="{" ".join(poly)}" fill="{colour}" fill-opacity="0.2" '
+                   f'stroke="none"/>')
+        line = " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(px(x), py(mean)))
+        out.append(f'<polyline points="{line}" fill="none" stroke="{colour}" '
+                   f'stroke-width="2"/>')
+        if name:
+            # bottom left: where a performance profile (falling to the right) leaves room
+            out.append(f'<text x="{PAD_L + 6}" y="{PAD_T + h - 8 - 13 * (len(series) - 1 - k)}" '
+                       f'font-size="11" fill="{colour}">{escape(name)}</text>')
     if reference is not None:
         out.append(f'<line x1="{PAD_L}" x2="{PAD_L + w}" y1="{py(reference):.1f}" '
                    f'y2="{py(reference):.1f}" stroke="#d62728" stroke-dasharray="4 3"/>')
