@@ -23,11 +23,17 @@ def test_the_checked_in_page_is_what_the_saved_runs_render():
 
 def test_every_entry_was_run_with_its_seeds_and_its_sources_are_named():
     """Five seeds an entry (three for an entry of an hour and more a seed on 2 cores); one
-    still being run, session after session, says on the page on how many it rests."""
+    still being run, session after session, says on the page on how many it rests, and one
+    whose settings changed says it is not run yet."""
     text = (ROOT / page.PAGE).read_text()
     for e in catalogue.ENTRIES:
-        assert e.seeds >= 5 or (e.seeds >= 3 and e.env.startswith("ALE/")), e.key
-        doc = json.loads((ROOT / page.DATA / f"{e.key}.json").read_text())
+        long = e.seeds >= 3 and e.env.startswith("ALE/")  # an hour and more a seed
+        assert e.seeds >= 5 or long, e.key
+        saved = ROOT / page.DATA / f"{e.key}.json"
+        if long and not saved.exists():  # its settings changed: waits for its first seed
+            assert f"Not run yet: `esnb bench results --only {e.key}`" in text, e.key
+            continue
+        doc = json.loads(saved.read_text())
         n = len(doc["seeds"])
         assert n >= e.seeds or f"({n}), {n} of its {e.seeds} seeds so far" in text, e.key
         assert doc["budget"] == e.budget and doc["settings"] == e.settings, \
@@ -37,7 +43,8 @@ def test_every_entry_was_run_with_its_seeds_and_its_sources_are_named():
             assert ref is None or (ref.source and ref.setting and ref.value), e.key
     text = (ROOT / page.PAGE).read_text()
     for e in catalogue.ENTRIES:
-        assert f"results/{e.key}.svg" in text and (ROOT / page.DATA / f"{e.key}.svg").exists()
+        if (ROOT / page.DATA / f"{e.key}.json").exists():
+            assert f"results/{e.key}.svg" in text and (ROOT / page.DATA / f"{e.key}.svg").exists()
 
 
 def _fake_run(root: Path, e, finals, curve_len=5):
