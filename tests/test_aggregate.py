@@ -69,8 +69,8 @@ def test_coverage_with_5_runs_a_task_is_what_the_page_says():
     for draw in (normal, solved_or_failed):
         cov = _coverage(draw, rng)
         print(draw.__name__, cov)
-        assert 0.84 <= cov["iqm"] <= 0.94, cov
-        assert 0.80 <= cov["mean"] <= 0.94, cov
+        assert 0.88 <= cov["iqm"] <= 0.94, cov
+        assert 0.88 <= cov["mean"] <= 0.94, cov
 
 
 def test_the_eorl_set_normalises_each_cell_by_the_papers_eorl():
@@ -101,3 +101,19 @@ def test_saved_aggregates_are_kept_for_the_same_finals_and_recomputed_for_others
     # EORL's runs, all near the paper's EORL, beat VAN's (two of which never reach the goal)
     algorithms = saved["algorithms"]
     assert algorithms["EORL-05-05"]["iqm"][1] > algorithms["VAN (one DQN)"]["iqm"][0]
+
+
+def test_a_damaged_saved_aggregate_is_recomputed_and_check_names_it(tmp_path, capsys):
+    import shutil
+
+    from esnb.bench.results import page
+    from esnb.cli import main
+
+    shutil.copytree(REPO / "docs", tmp_path / "docs")
+    path = tmp_path / "docs/results/eorl-tables.json"
+    good = path.read_text()
+    for damage in ("{truncated", "[1, 2]", "\udcff".encode("utf-8", "surrogatepass")):
+        path.write_bytes(damage if isinstance(damage, bytes) else damage.encode())
+        assert main(["bench", "results", "--check", "--root", str(tmp_path)]) == 1
+        assert "eorl-tables.json" in capsys.readouterr().out
+        assert page.render(tmp_path)[page.DATA / "eorl-tables.json"] == good

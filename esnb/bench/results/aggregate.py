@@ -88,7 +88,11 @@ def score_matrix(task_set: TaskSet, finals: dict[str, list[float]]) -> dict[str,
 
 def point(scores: np.ndarray) -> dict[str, float]:
     """The aggregates of ``scores`` [runs, tasks], as ``rliable.metrics`` defines them."""
-    from rliable import metrics
+    try:
+        from rliable import metrics
+    except ImportError:
+        raise ImportError("aggregates across tasks need rliable: pip install 'esnb[bench]'") \
+            from None
 
     return {"iqm": float(metrics.aggregate_iqm(scores)),
             "mean": float(metrics.aggregate_mean(scores)),

@@ -82,8 +82,7 @@ def _across(root: Path, task_set: aggregate.TaskSet, runs: dict, out: dict) -> l
         return head + [f"Not yet: {', '.join(missing)} not run."]
     finals = {k: [s["final"] for s in runs[k]["seeds"]] for k in aggregate.inputs(task_set)}
     path = DATA / f"{task_set.key}.json"
-    saved = json.loads((root / path).read_text()) if (root / path).exists() else None
-    agg = aggregate.current(task_set, saved, finals)
+    agg = aggregate.current(task_set, _saved_aggregate(root / path), finals)
     out[path] = json.dumps(agg, indent=1) + "\n"
     out[DATA / f"{task_set.key}.svg"] = _profile_figure(task_set, agg)
     lines = head + [
@@ -101,6 +100,16 @@ def _across(root: Path, task_set: aggregate.TaskSet, runs: dict, out: dict) -> l
                      f"{a['median'][0]:.2f} | {a['optimality_gap'][0]:.2f} |")
     lines += ["", f"![performance profile](results/{task_set.key}.svg)"]
     return lines
+
+
+def _saved_aggregate(path: Path) -> dict | None:
+    """A set's saved aggregates, None where there are none or the file is not readable JSON
+    of one (it is derived from the entries: recomputed, and ``--check`` names it as stale)."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def _interval(v: list[float]) -> str:
@@ -267,7 +276,7 @@ def write(root: Path) -> list[Path]:
     for rel, text in render(root).items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        path.write_text(text, encoding="utf-8")
         written.append(path)
     return written
 
@@ -275,4 +284,4 @@ def write(root: Path) -> list[Path]:
 def stale(root: Path) -> list[Path]:
     """The page's files under ``root`` that differ from what the saved runs render."""
     return [rel for rel, text in render(root).items()
-            if not (root / rel).exists() or (root / rel).read_text() != text]
+            if not (root / rel).exists() or (root / rel).read_bytes() != text.encode()]
