@@ -37,9 +37,10 @@ demo: install
 # -n 2: two test processes (pytest-xdist). Most tests wait on clusters, kernels and
 # subprocesses rather than compute, so two at once finish sooner on 2 cores; the SLURM tests
 # share one node and run in one process (--dist loadgroup, their xdist_group).
+# --durations=30: the 30 slowest tests are listed at the end (where the suite's time goes).
 TEST_PROCESSES ?= 2
 test: install-test
-	$(PY) -m pytest -q -rs -n $(TEST_PROCESSES) --dist loadgroup
+	$(PY) -m pytest -q -rs -n $(TEST_PROCESSES) --dist loadgroup --durations=30
 
 # JupyterLab (with Dask's panes) on the tutorials, as a user or as root (scripts/lab); saved
 # outputs never reach a commit

@@ -44,6 +44,28 @@ def test_the_impala_case_is_the_deep_network_on_unrolls_of_frames():
     assert CASES["impala"].samples == 32 * 20
 
 
+def test_the_shallow_impala_case_is_the_laptop_presets_atari_learner():
+    """The learner Pong runs with here: the shallow torso, Pong's 6 actions, Adam."""
+    from esnb.bench.learner import _impala
+
+    stats = _impala(torch.device("cpu"), 0, T=2, B=2, preset="laptop",
+                    torso="impala-shallow", actions=6)()
+    assert np.isfinite(stats["loss"]) and stats["grad_norm"] > 0
+    assert CASES["impala-shallow"].samples == 32 * 20
+
+
+def test_both_layouts_are_measured_in_the_same_rounds_with_their_ratio(tmp_path, capsys):
+    out = tmp_path / "learner.json"
+    assert main(["bench", "learner", "--cases", "td3", "--device", "cpu", "--updates", "1",
+                 "--repeats", "2", "--layout", "both", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "td3 on cpu: channels-last / contiguous = " in printed
+    rows = json.loads(out.read_text())["rows"]
+    assert sorted(row["layout"] for row in rows) == ["channels-last", "contiguous"]
+    with pytest.raises(ValueError, match="unknown memory layout"):
+        measure(["td3"], "cpu", layouts=("nhwc",))
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_a_device_torch_cannot_see_is_one_line(capsys):
     assert main(["bench", "learner", "--device", "cuda", "--updates", "1"]) == 2

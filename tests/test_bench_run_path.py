@@ -109,3 +109,24 @@ def test_a_quick_round_against_a_worktree_of_head(tmp_path):
     verdicts = [line for line in report if line.startswith("verdict: ")]
     assert len(verdicts) == 1
     assert verdicts[0].startswith(("verdict: not slower", "verdict: SLOWER"))
+
+
+def test_pong_is_a_case_run_only_when_asked():
+    """``--cases impala-pong``: the laptop preset's Atari IMPALA, minutes a run, so not among the
+    cases run by default; its budget is a flag like the others'."""
+    import argparse
+
+    from esnb.bench.run_path.cases import FULL
+    from esnb.bench.run_path.command import add_arguments, budgets
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    default = p.parse_args(["--against", "elsewhere"])
+    assert default.cases == ["es", "apex", "impala", "start-up"]
+    assert budgets(default).impala_pong_learner_steps == 150
+    asked = p.parse_args(["--against", "elsewhere", "--cases", "impala-pong", "--quick",
+                          "--impala-pong-learner-steps", "7"])
+    assert asked.cases == ["impala-pong"] and budgets(asked).impala_pong_learner_steps == 7
+    assert CASES["impala-pong"].args(FULL, False, 2) == [
+        "train", "impala", "--env", "ALE/Pong-v5", "--learner-steps", "150", "--workers", "2",
+        "--final-eval", "0", "--no-progress"]

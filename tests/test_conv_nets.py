@@ -10,7 +10,7 @@ from torch import nn
 
 from esnb.nets import MLP, Layout
 from esnb.nets.conv import ConvTorso, torso_for
-from esnb.nets.torch_conv import conv_forward, conv_tensors
+from esnb.nets.torch_conv import conv_forward, conv_tensors, memory_layout
 from esnb.nets.torch_mlp import forward, split
 
 ATARI = (4, 84, 84)
@@ -79,6 +79,35 @@ def test_the_flat_forward_is_torchs_own_layers(kind, shape):
     torch.testing.assert_close(ours, Reference(torso, flat)(frames), rtol=1e-5, atol=1e-5)
     # seeded: the same generator state gives the same parameters
     assert np.array_equal(torso.init(np.random.default_rng(5)), flat.numpy())
+
+
+@pytest.mark.parametrize("kind,shape", [("impala-shallow", ATARI), ("impala-deep", ATARI),
+                                        ("minatar", (4, 10, 10))])
+def test_both_memory_layouts_give_the_same_outputs_and_gradients(kind, shape):
+    """Runs compute in the channels-last layout (faster on a CPU); torch's default layout gives
+    the same outputs and gradients to float rounding, and the switch is undone on leaving."""
+    torso = ConvTorso(kind, shape)
+    frames = torch.from_numpy(np.random.default_rng(6).integers(0, 256, (5, *shape),
+                                                               dtype=np.uint8))
+    init = torch.from_numpy(torso.init(np.random.default_rng(5)))
+
+    def out_and_grad():
+        flat = init.clone().requires_grad_(True)
+        out = conv_forward(torso, flat, frames)
+        (out * torch.linspace(-1, 1, out.shape[1])).sum().backward()
+        return out.detach(), flat.grad
+
+    out, grad = out_and_grad()
+    with memory_layout("contiguous"):
+        out_c, grad_c = out_and_grad()
+    torch.testing.assert_close(out, out_c, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(grad, grad_c, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="unknown memory layout 'nhwc'"):
+        with memory_layout("nhwc"):
+            pass
+    with pytest.raises(RuntimeError), memory_layout("contiguous"):
+        raise RuntimeError
+    torch.testing.assert_close(out_and_grad()[0], out, rtol=0, atol=0)  # channels-last again
 
 
 def test_a_dueling_q_network_is_a_layout_and_gradients_reach_the_flat_vector():

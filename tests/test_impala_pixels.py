@@ -122,12 +122,37 @@ def test_bad_input_one_line_each():
         Impala(ENV, client=False)
     with pytest.raises(ValueError, match="obs_norm takes vector observations"):
         Impala(ENV, client=False, max_episode_steps=CAP, obs_norm=True)
+
+
+def test_the_greedy_policy_on_frames_is_what_evaluations_compute():
+    """``acting_policy()`` on frames (what videos play): the actors' conv network, its action
+    the argmax the greedy evaluations take, for each observation; exports refuse it."""
+    from esnb.rl.impala.acting import FramePolicy
+    from esnb.runners.playback import export
+
     r = Impala(ENV, **SMALL)
     try:
-        with pytest.raises(ValueError, match="not an MLP policy"):
-            r.acting_policy()
+        r.step(1)
+        policy = r.acting_policy()
+        assert isinstance(policy, FramePolicy) and policy.spec == r.spec
+        payload = r.learner.actor_payload()
+        np.testing.assert_array_equal(policy.flat, payload["params"])
+        # parameters of larger spread than a fresh network's, so that frames differ in their
+        # argmax and the comparison means something
+        rng = np.random.default_rng(3)
+        flat = rng.standard_normal(policy.flat.shape).astype(np.float32)
+        greedy = NumpyActor(r.spec, flat).greedy
+        act = FramePolicy(r.spec, flat, ENV).numpy()
+        obs = rng.integers(0, 2, (16, r.spec.obs_dim), dtype=np.uint8)
+        actions = [act(o.reshape(r.spec.torso.in_shape)) for o in obs]
+        assert actions == greedy(obs).tolist() and len(set(actions)) > 1
+        with pytest.raises(ValueError, match="conv network on MinAtar/Breakout-v1 is not "
+                                             "exported .* esnb play RUN plays it"):
+            export(r, "onnx", "unused.onnx")
     finally:
         r.close()
+    with pytest.raises(ValueError, match="actor parameters must have shape"):
+        FramePolicy(r.spec, np.zeros(3, np.float32))
 
 
 def test_presets_on_atari_say_what_applies():
@@ -196,6 +221,19 @@ def test_cli_trains_impala_on_pong_a_few_hundred_frames(tmp_path):
         assert r.spec.torso.scale == pytest.approx(1 / 255) and r.version == 2
     finally:
         r.close()
+    # the trained agent plays: its final evaluation again, and a video of one game (its first
+    # 100 agent steps: the run's cap) from the screen ALE renders
+    video = tmp_path / "pong.mp4"
+    p = subprocess.run([sys.executable, "-m", "esnb.cli", "play", str(out), "--video",
+                        str(video), "--json"], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads(p.stdout)
+    assert doc["returns"] == [summary["final_eval_mean"]]
+    assert doc["video"]["frames"] == 101 and video.stat().st_size > 1000
+    p = subprocess.run([sys.executable, "-m", "esnb.cli", "export", str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode != 0 and "not exported (esnb export writes MLP policies)" in p.stderr
+    assert not (out / "policy.onnx").exists()
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """The results page (docs/results.md): rendered from the saved runs, checked for staleness like
 docs/settings.md, with intervals, sources and figures that follow from the data."""
 
+import datetime
 import json
 import shutil
 from pathlib import Path
@@ -240,6 +241,21 @@ def test_a_seed_is_a_session_run_with_its_own_folder_and_resumes_from_it(tmp_pat
     assert (tmp_path / "whole" / "checkpoint.npz").read_bytes() == before
     assert (again["final"], again["env_steps"]) == (whole["final"], whole["env_steps"])
     assert np.allclose(again["curve"], whole["curve"], rtol=0, atol=1e-4)
+    # where it ran is kept beside it and read back with it (a later session, another commit)
+    from esnb.bench.results.runs import RAN, _commit
+
+    ran = json.loads((tmp_path / "whole" / RAN).read_text())
+    assert ran["commit"] == _commit() and ran["date"] == str(datetime.date.today())
+    assert (again["commit"], again["date"]) == (whole["commit"], whole["date"]) == (
+        ran["commit"], ran["date"])
+    (tmp_path / "whole" / RAN).write_text('{"commit": "abc1234", "date": "2026-11-01"}')
+    older = run_seed(es, 2, client=False, folder=tmp_path / "whole")
+    assert (older["commit"], older["date"]) == ("abc1234", "2026-11-01")
+    (tmp_path / "whole" / RAN).unlink()  # kept before seeds said where they ran
+    assert run_seed(es, 2, client=False, folder=tmp_path / "whole")["commit"] is None
+    hw = {"date": "2026-11-27", "commit": "def5678"}
+    assert page._ran(older, hw) == "2026-11-01, esnb abc1234"
+    assert page._ran({"seed": 0}, hw) == "2026-11-27, esnb def5678"
 
 
 def test_a_results_run_reads_finished_seeds_back_first_and_saves_after_each(tmp_path, capsys):

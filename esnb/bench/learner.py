@@ -10,12 +10,17 @@ as in a run):
 - ``impala``: IMPALA (Espeholt et al. 2018): its deep residual torso over 4x84x84 frames, 18
   actions, a batch of 32 unrolls of 20 steps, V-trace, the `paper` preset's optimiser
   (RMSProp with TensorFlow's semantics) and loss;
+- ``impala-shallow``: the learner of IMPALA's laptop preset on Atari (what Pong runs here): the
+  paper's shallow torso (two convolutions and a layer of 256), 6 actions (Pong's), 32 unrolls
+  of 20 steps, Adam;
 - ``td3``: the TD3 learner of AES-RL/CEM-RL (Fujimoto et al. 2018 as AES-RL's App. A sizes
   it): twin critic and actor of 256-256 on HalfCheetah's 17/6 dimensions, batch 256, one
   ``td3_step`` (critic update, and every second one the actor's) per update.
 
 Rounds alternate between the cases (the machine is shared and noisy) and each figure is the
-median over rounds. With a CUDA ``--device`` the CPU is measured in the same rounds and the
+median over rounds. ``--layout both`` measures every case with the convolutions in the
+channels-last layout (what runs use) and in torch's default one, in the same rounds, and prints
+the ratio. With a CUDA ``--device`` the CPU is measured in the same rounds and the
 ratio device/CPU printed; nothing here reports a GPU figure that no GPU produced: the device a
 line names is the one torch ran it on.
 """
@@ -71,7 +76,8 @@ def _apex_dqn(device, seed: int):
     return lambda: learner.update(batch, weights)
 
 
-def _impala(device, seed: int, T: int = 20, B: int = 32):  # noqa: N803 - the paper's names
+def _impala(device, seed: int, T: int = 20, B: int = 32,  # noqa: N803 - the paper's names
+            preset: str = "paper", torso: str = "impala-deep", actions: int = ATARI_ACTIONS):
     import gymnasium as gym
 
     from esnb.nets.conv import ConvTorso
@@ -81,10 +87,11 @@ def _impala(device, seed: int, T: int = 20, B: int = 32):  # noqa: N803 - the pa
     from esnb.runners.impala.config import ImpalaConfig
 
     obs_space = gym.spaces.Box(0, 255, FRAMES, np.uint8)
-    paper = ImpalaConfig.build("paper", env="CartPole-v1")  # the loss's and optimiser's values
-    spec = ActorCriticSpec.for_spaces(obs_space, gym.spaces.Discrete(ATARI_ACTIONS),
+    # the loss's and optimiser's values (the preset on an Atari id: its Atari values)
+    paper = ImpalaConfig.build(preset, env="ALE/Pong-v5")
+    spec = ActorCriticSpec.for_spaces(obs_space, gym.spaces.Discrete(actions),
                                       paper.hidden, paper.activation, paper.init_log_std,
-                                      torso=ConvTorso("impala-deep", FRAMES))
+                                      torso=ConvTorso(torso, FRAMES))
     rng = np.random.default_rng(seed)
     learner = ImpalaLearner(spec, init_actor_critic(spec, rng), lr=paper.lr,
                             optimizer=paper.optimizer, obs_norm=False,
@@ -93,10 +100,10 @@ def _impala(device, seed: int, T: int = 20, B: int = 32):  # noqa: N803 - the pa
     none = np.zeros(0, np.int64)
     batch = UnrollBatch(
         obs=rng.integers(0, 256, (T + 1, B, int(np.prod(FRAMES))), dtype=np.uint8),
-        actions=rng.integers(0, ATARI_ACTIONS, (T, B)),
+        actions=rng.integers(0, actions, (T, B)),
         rewards=rng.uniform(-1, 1, (T, B)).astype(np.float32),
         terminated=np.zeros((T, B), bool), truncated=np.zeros((T, B), bool),
-        behaviour_log_probs=np.full((T, B), -np.log(ATARI_ACTIONS), np.float32),
+        behaviour_log_probs=np.full((T, B), -np.log(actions), np.float32),
         trunc_t=none, trunc_b=none, trunc_obs=np.zeros((0, int(np.prod(FRAMES))), np.uint8),
         versions=np.zeros(B, np.int64))
     cfg = LossConfig.of(paper)
@@ -129,6 +136,10 @@ CASES = {
                      _apex_dqn),
     "impala": Case("impala", "deep residual conv (15 layers)", "32 unrolls x 20", 640,
                    _impala),
+    "impala-shallow": Case("impala-shallow", "shallow conv + 256 (laptop preset)",
+                           "32 unrolls x 20", 640,
+                           lambda device, seed: _impala(device, seed, preset="laptop",
+                                                        torso="impala-shallow", actions=6)),
     "td3": Case("td3", "twin critic + actor 256-256", "256 transitions", 256, _td3),
 }
 
@@ -143,6 +154,11 @@ def add_arguments(p) -> None:
                    help="timed updates per case and round (after 2 warm-up ones)")
     p.add_argument("--repeats", type=integer(1), default=3, help="rounds, each measuring all")
     p.add_argument("--seed", type=integer(0), default=0, help="seeds networks and batches")
+    p.add_argument("--layout", choices=("channels-last", "contiguous", "both"),
+                   default="channels-last",
+                   help="memory layout of the convolutions: channels-last (what runs use), "
+                        "torch's default contiguous one, or both in the same rounds with their "
+                        "ratio (default: channels-last)")
     add_json(p)
 
 
@@ -154,9 +170,10 @@ def _sync(device) -> None:
 
 
 def measure(cases: list[str], device: str = "auto", updates: int = 10, repeats: int = 3,
-            seed: int = 0) -> dict[str, Any]:
+            seed: int = 0, layouts: tuple[str, ...] = ("channels-last",)) -> dict[str, Any]:
     """Seconds per update of each case (median over ``repeats`` interleaved rounds) on
-    ``device`` and, when it is not the CPU, on the CPU in the same rounds.
+    ``device`` and, when it is not the CPU, on the CPU in the same rounds; each in every memory
+    layout of ``layouts`` (keys of :data:`esnb.nets.torch_conv.LAYOUTS`).
 
     Raises
     ------
@@ -167,33 +184,41 @@ def measure(cases: list[str], device: str = "auto", updates: int = 10, repeats: 
     import torch
 
     from esnb.device import resolve_device
+    from esnb.nets.torch_conv import LAYOUTS, memory_layout
 
     unknown = sorted(set(cases) - set(CASES))
     if unknown:
         raise ValueError(f"unknown learner case(s) {unknown}; known: {', '.join(CASES)}")
+    wrong = sorted(set(layouts) - set(LAYOUTS))
+    if wrong or not layouts:
+        raise ValueError(f"unknown memory layout(s) {wrong or layouts}; known: "
+                         f"{', '.join(LAYOUTS)}")
     dev = resolve_device(device)
     devices = [dev] if dev.type == "cpu" else [dev, torch.device("cpu")]
-    updates_of = {(c, str(d)): CASES[c].make(d, seed) for c in cases for d in devices}
-    times: dict[tuple[str, str], list[float]] = {key: [] for key in updates_of}
-    for update in updates_of.values():  # warm-up: allocations, kernels chosen
-        for _ in range(2):
-            update()
-    for _ in range(repeats):
-        for (name, where), update in updates_of.items():
-            d = torch.device(where)
-            _sync(d)
-            t0 = time.perf_counter()
-            for _ in range(updates):
+    updates_of = {(c, str(d), layout): CASES[c].make(d, seed)
+                  for c in cases for d in devices for layout in layouts}
+    times: dict[tuple[str, str, str], list[float]] = {key: [] for key in updates_of}
+    for (_, _, layout), update in updates_of.items():  # warm-up: allocations, kernels chosen
+        with memory_layout(layout):
+            for _ in range(2):
                 update()
-            _sync(d)
-            times[(name, where)].append((time.perf_counter() - t0) / updates)
+    for _ in range(repeats):
+        for (name, where, layout), update in updates_of.items():
+            d = torch.device(where)
+            with memory_layout(layout):
+                _sync(d)
+                t0 = time.perf_counter()
+                for _ in range(updates):
+                    update()
+                _sync(d)
+            times[(name, where, layout)].append((time.perf_counter() - t0) / updates)
     rows = []
-    for (name, where), ts in times.items():
+    for (name, where, layout), ts in times.items():
         s = float(np.median(ts))
         case = CASES[name]
-        rows.append({"case": name, "device": where, "network": case.network,
-                     "batch": case.batch, "seconds_per_update": s, "updates_per_s": 1.0 / s,
-                     "samples_per_s": case.samples / s})
+        rows.append({"case": name, "device": where, "layout": layout,
+                     "network": case.network, "batch": case.batch, "seconds_per_update": s,
+                     "updates_per_s": 1.0 / s, "samples_per_s": case.samples / s})
     return {"device": str(dev), "torch": torch.__version__,
             "torch_threads": torch.get_num_threads(), "updates": updates, "repeats": repeats,
             "rows": rows}
@@ -201,19 +226,27 @@ def measure(cases: list[str], device: str = "auto", updates: int = 10, repeats: 
 
 def run(args) -> int:
     session = Session()
-    r = measure(args.cases, args.device, args.updates, args.repeats, args.seed)
+    layouts = ("channels-last", "contiguous") if args.layout == "both" else (args.layout,)
+    r = measure(args.cases, args.device, args.updates, args.repeats, args.seed, layouts)
     print()
     print(f"learner updates on {r['device']} (torch {r['torch']}, {r['torch_threads']} CPU "
           f"threads): median of {r['repeats']} interleaved rounds of {r['updates']} updates")
-    print(f"  {'learner':<10}{'network':<32}{'batch':<18}{'device':<8}{'updates/s':>10}"
-          f"{'samples/s':>11}{'ms/update':>11}")
-    by = {(row["case"], row["device"]): row for row in r["rows"]}
+    print(f"  {'learner':<16}{'network':<36}{'batch':<17}{'device':<8}{'layout':<15}"
+          f"{'updates/s':>10}{'samples/s':>11}{'ms/update':>11}")
+    by = {(row["case"], row["device"], row["layout"]): row for row in r["rows"]}
     for row in r["rows"]:
-        print(f"  {row['case']:<10}{row['network']:<32}{row['batch']:<18}{row['device']:<8}"
-              f"{row['updates_per_s']:>10.2f}{row['samples_per_s']:>11,.0f}"
-              f"{1000 * row['seconds_per_update']:>11.1f}")
-    if r["device"] != "cpu":
-        for name in args.cases:
-            ratio = by[(name, r["device"])]["updates_per_s"] / by[(name, "cpu")]["updates_per_s"]
-            print(f"  {name}: {r['device']} / cpu = {ratio:.1f}x")
+        print(f"  {row['case']:<16}{row['network']:<36}{row['batch']:<17}{row['device']:<8}"
+              f"{row['layout']:<15}{row['updates_per_s']:>10.2f}"
+              f"{row['samples_per_s']:>11,.0f}{1000 * row['seconds_per_update']:>11.1f}")
+    for name in args.cases:
+        for layout in layouts:
+            if r["device"] != "cpu":
+                ratio = (by[(name, r["device"], layout)]["updates_per_s"]
+                         / by[(name, "cpu", layout)]["updates_per_s"])
+                print(f"  {name} ({layout}): {r['device']} / cpu = {ratio:.1f}x")
+        if len(layouts) == 2:
+            for where in dict.fromkeys(row["device"] for row in r["rows"]):
+                ratio = (by[(name, where, "channels-last")]["updates_per_s"]
+                         / by[(name, where, "contiguous")]["updates_per_s"])
+                print(f"  {name} on {where}: channels-last / contiguous = {ratio:.2f}x")
     return session.done(args, r, rerun="esnb bench learner")

@@ -3,16 +3,43 @@
 Like :mod:`esnb.nets.torch_mlp`, the parameters are views of one flat tensor (no modules), so a
 learner differentiates the vector it publishes and checkpoints, and an actor of a pixel task
 (which may import torch) runs the same function on the published copy.
+
+The convolutions compute in the channels-last layout (NHWC in memory, the same NCHW tensors to
+the code): on a CPU, oneDNN's kernels for that layout made a learner's forward and backward of
+the laptop preset's Atari torso 1.8x faster than the default layout (the deep torso 1.4x, the
+Nature torso 1.3x), the outputs equal to float rounding (``esnb bench learner --layout both``,
+BENCHMARKS.md). :func:`memory_layout` switches it for a benchmark's side-by-side rounds.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
 
 from esnb.nets.conv import _PLAIN, DEEP_CHANNELS, ConvTorso
+
+#: the memory layouts a torso can compute in (:func:`memory_layout`)
+LAYOUTS = {"channels-last": torch.channels_last, "contiguous": torch.contiguous_format}
+_layout = ["channels-last"]
+
+
+@contextmanager
+def memory_layout(name: str) -> Iterator[None]:
+    """Compute every torso's convolutions in layout ``name`` (a key of :data:`LAYOUTS`) inside
+    the ``with`` block, in this process: how ``esnb bench learner --layout both`` measures the
+    layouts side by side. Not for runs: their layout is the faster one, channels-last."""
+    if name not in LAYOUTS:
+        raise ValueError(f"unknown memory layout {name!r}; known: {', '.join(LAYOUTS)}")
+    before = _layout[0]
+    _layout[0] = name
+    try:
+        yield
+    finally:
+        _layout[0] = before
 
 
 def conv_tensors(torso: ConvTorso, flat: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -36,7 +63,8 @@ def conv_forward(torso: ConvTorso, flat: torch.Tensor, frames: torch.Tensor) -> 
     # the scale goes into the first convolution's weights (conv(s x, W) = conv(x, s W)): a
     # batch of 672 Atari stacks is 19M inputs, 16k weights, and multiplying the inputs cost
     # ~15% of an IMPALA learner step's CPU time (measured, BENCHMARKS.md)
-    x = frames.to(flat.dtype)
+    # the layout is made on the raw frames (uint8: a quarter of the bytes); the cast keeps it
+    x = frames.contiguous(memory_format=LAYOUTS[_layout[0]]).to(flat.dtype)
     first = "s0.conv.w" if torso.kind == "impala-deep" else "conv0.w"
     p[first] = p[first] * torso.scale
     if torso.kind == "impala-deep":

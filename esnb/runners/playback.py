@@ -89,6 +89,10 @@ def play(runner, episodes: int = 10) -> dict[str, Any]:
 
 def export(runner, fmt: str, out) -> Path:
     """Write ``runner``'s policy to ``out`` as ``fmt`` (``"onnx"`` or ``"torchscript"``)."""
+    from esnb.nets.acting import ActingPolicy
     from esnb.nets.export import write
 
-    return write(runner.acting_policy(), out, fmt)
+    policy = runner.acting_policy()
+    if not isinstance(policy, ActingPolicy):  # a conv network's policy plays, not exported
+        raise ValueError(policy.not_exported)
+    return write(policy, out, fmt)

@@ -95,7 +95,10 @@ def render(policy, env_id: str, episodes: int = 1, seed: int = 0, max_steps: int
 
     Parameters
     ----------
-    policy : ActingPolicy
+    policy : ActingPolicy or FramePolicy
+        What a runner's ``acting_policy()`` gives: an MLP policy
+        (:class:`~esnb.nets.acting.ActingPolicy`) or IMPALA's network on frames
+        (:class:`~esnb.rl.impala.acting.FramePolicy`); its ``numpy()`` acts.
     env_id : str
     episodes : int
         Episodes, one after the other in one video.
@@ -139,7 +142,7 @@ class Video:
 
     Attributes
     ----------
-    policy : ActingPolicy
+    policy : ActingPolicy or FramePolicy
         What acted.
     env_id : str
     returns, lengths : ndarray

@@ -198,6 +198,14 @@ def _hardware(runs: dict) -> str:
     return "\n".join(lines)
 
 
+def _ran(seed: dict, hw: dict) -> str:
+    """Where a seed ran: its own date and commit (seeds of a long entry run in different
+    sessions), else the entry's (saved before seeds carried theirs)."""
+    date, commit = (seed["date"], seed["commit"]) if "date" in seed else (hw["date"],
+                                                                           hw["commit"])
+    return f"{date or '?'}, esnb {commit or '(no commit)'}"
+
+
 def _section(e: Entry, doc: dict | None, stats: dict | None) -> str:
     lines = [f'<a id="{e.key}"></a>', f"## {e.title}: {e.env}, {e.preset} preset", "",
              f"Command per seed: `{e.command()}`" + (f" (settings beyond the preset: "
@@ -211,10 +219,11 @@ def _section(e: Entry, doc: dict | None, stats: dict | None) -> str:
                   f"{doc['load_average'][0]:.1f} -> {doc['load_average'][1]:.1f}. "
                   f"Final score: {_score(stats, e)} over seeds "
                   f"{', '.join(str(s['seed']) for s in doc['seeds'])}.", "",
-                  "| seed | final (sd over episodes) | env steps | wall-clock |",
-                  "|---|---|---|---|"]
+                  "| seed | final (sd over episodes) | env steps | wall-clock | run at |",
+                  "|---|---|---|---|---|"]
         lines += [f"| {s['seed']} | {_num(s['final'])} ({_num(s['final_std'])}) | "
-                  f"{s['env_steps']:,} | {s['wall_s']:,.0f} s |" for s in doc["seeds"]]
+                  f"{s['env_steps']:,} | {s['wall_s']:,.0f} s | {_ran(s, hw)} |"
+                  for s in doc["seeds"]]
         lines += ["", f"![{e.title}](results/{e.key}.svg)", ""]
     for name, ref in (("Paper", e.paper), ("Peer", e.peer)):
         if ref is not None:

@@ -26,6 +26,9 @@ import numpy as np
 
 from esnb.bench.results.catalogue import Entry
 
+#: in a seed's run folder: the esnb commit and the date it ran at
+RAN = "ran.json"
+
 #: a curve keeps at most this many points (the page's plots need no more)
 CURVE_POINTS = 80
 #: packages whose versions the page prints
@@ -43,8 +46,9 @@ def run_seed(entry: Entry, seed: int, client, folder: Path | None = None) -> dic
     A signal stops the run after its iteration, its checkpoint written, and raises
     ``KeyboardInterrupt``.
     """
+    ran = {"commit": _commit(), "date": datetime.date.today().isoformat()}  # at its start
     if entry.algorithm == "eorl-table":
-        return _eorl_seed(entry, seed)
+        return {**_eorl_seed(entry, seed), **ran}
     import tempfile
 
     if folder is None:
@@ -69,15 +73,18 @@ def run_seed(entry: Entry, seed: int, client, folder: Path | None = None) -> dic
                                 f"resumes it")
     import pandas as pd
 
-    return _seed_row(seed, outcome.summary, pd.DataFrame(outcome.records))
+    # kept beside the run: a seed read back in a later session says where it ran
+    (folder / RAN).write_text(json.dumps(ran) + "\n")
+    return _seed_row(seed, outcome.summary, pd.DataFrame(outcome.records), ran)
 
 
-def _seed_row(seed: int, summary: dict[str, Any], history) -> dict[str, Any]:
+def _seed_row(seed: int, summary: dict[str, Any], history,
+              ran: dict[str, Any]) -> dict[str, Any]:
     last = history.iloc[-1]
     return {"seed": seed, "final": summary["final_eval_mean"],
             "final_std": summary["final_eval_std"],
             "env_steps": int(last["env_steps"]), "wall_s": float(last["wall_time"]),
-            "curve": _curve(history)}
+            "curve": _curve(history), "commit": ran.get("commit"), "date": ran.get("date")}
 
 
 def _finished_seed(seed: int, folder: Path) -> dict[str, Any]:
@@ -89,7 +96,12 @@ def _finished_seed(seed: int, folder: Path) -> dict[str, Any]:
     if summary.get("final_eval_mean") is None:
         raise ValueError(f"{folder} holds a run that ended without its final evaluation; "
                          f"move it away to run this seed again")
-    return _seed_row(seed, summary, pd.read_csv(folder / "history.csv"))
+    try:
+        ran = json.loads((folder / RAN).read_text())
+    except (OSError, ValueError):  # a folder kept before seeds said where they ran
+        ran = {}
+    return _seed_row(seed, summary, pd.read_csv(folder / "history.csv"),
+                     ran if isinstance(ran, dict) else {})
 
 
 def _curve(history) -> list[list[float]]:
@@ -150,12 +162,20 @@ def hardware() -> dict[str, Any]:
 
 
 def _commit() -> str | None:
+    """The checkout's commit, ``+changes`` after it when the package's files differ from it
+    (what ran was not that commit's code); None outside a git checkout."""
+    package = Path(__file__).resolve().parents[2]
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, cwd=Path(__file__).resolve().parent, timeout=10)
+                             text=True, cwd=package, timeout=10)
+        changed = subprocess.run(["git", "status", "--porcelain", "--", "."],
+                                 capture_output=True, text=True, cwd=package, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None
+    commit = out.stdout.strip()
+    if not commit:
+        return None
+    return commit + ("+changes" if changed.returncode == 0 and changed.stdout.strip() else "")
 
 
 def save(path: Path, entry: Entry, seeds: list[dict], workers: int,

@@ -17,7 +17,10 @@ path spends between iterations counts too:
 - **IMPALA on CartPole** (``train impala --env CartPole-v1 --learner-steps N``): actor frames
   (``env_steps``) and learner steps per second, over the same window;
 - **start-up alone** (``train es --env HalfCheetah-v5 --generations 1``): the whole command's
-  wall time, launch to exit (the cluster's start and close, the checkpoint, the run folder).
+  wall time, launch to exit (the cluster's start and close, the checkpoint, the run folder);
+- **IMPALA on Pong** (``train impala --env ALE/Pong-v5 --learner-steps N``, the laptop preset's
+  Atari network and batches; only when asked, ``--cases impala-pong``: minutes a run): agent
+  steps and learner steps per second, as for CartPole.
 
 ``--quick`` makes each command tiny (for the test): population 8 and 100-step episodes for ES,
 a 200-transition replay warm-up for Ape-X, a few learner steps.
@@ -43,12 +46,14 @@ class Budgets:
     generations: int = 5
     apex_learner_steps: int = 1000
     impala_learner_steps: int = 300
+    impala_pong_learner_steps: int = 150
 
 
 #: the full budgets, and --quick's
 #: (--quick's Ape-X: a row can hold up to ~50 learner steps under load, and a rate needs two
 #: rows after the learner's first update)
-FULL, QUICK = Budgets(), Budgets(generations=2, apex_learner_steps=160, impala_learner_steps=40)
+FULL, QUICK = Budgets(), Budgets(generations=2, apex_learner_steps=160, impala_learner_steps=40,
+                               impala_pong_learner_steps=20)
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,8 @@ class Case:
     command: Callable[[Budgets, bool], list[str]]
     #: the flag of its budget (named when its run made too few rows to read a figure)
     budget_flag: str = "--generations"
+    #: run when --cases is not given (Pong's runs take minutes each: only when asked)
+    default: bool = True
 
     def args(self, budgets: Budgets, quick: bool, workers: int) -> list[str]:
         """The command's arguments after ``esnb`` (``--out`` is added per run)."""
@@ -133,9 +140,9 @@ def es(generations: Callable[[Budgets], int]) -> Callable[[Budgets, bool], list[
 
 
 def rl(algorithm: str, steps: Callable[[Budgets], int],
-       quick_args: tuple[str, ...] = ()) -> Callable[[Budgets, bool], list[str]]:
-    """``train <algorithm>`` on :data:`RL_ENV` for ``steps(budgets)`` learner steps."""
-    return lambda b, quick: ["train", algorithm, "--env", RL_ENV, "--learner-steps",
+       quick_args: tuple[str, ...] = (), env: str = RL_ENV) -> Callable[[Budgets, bool], list[str]]:
+    """``train <algorithm>`` on ``env`` for ``steps(budgets)`` learner steps."""
+    return lambda b, quick: ["train", algorithm, "--env", env, "--learner-steps",
                              str(steps(b)), *(quick_args if quick else ())]
 
 
@@ -160,6 +167,13 @@ CASES: dict[str, Case] = {case.key: case for case in (
     Case("start-up", "start-up alone", (
         Figure("command", "ES 1 generation, whole command", "s", False, whole_command),),
          es(lambda b: 1)),
+    Case("impala-pong", "IMPALA on Pong", (
+        Figure("agent_steps_per_s", "agent steps/s", "/s", True,
+               rate("env_steps", learning=True)),
+        Figure("learner_steps_per_s", "learner steps/s", "/s", True,
+               rate("learner_steps", learning=True))),
+         rl("impala", lambda b: b.impala_pong_learner_steps, env="ALE/Pong-v5"),
+         "--impala-pong-learner-steps", default=False),
 )}
 
 #: how the figures are read, for the report

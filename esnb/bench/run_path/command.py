@@ -43,8 +43,9 @@ def add_arguments(p) -> None:
                    help="tiny runs (for the test): population 8 and 100-step episodes for "
                         f"ES, {QUICK.generations} generations, {QUICK.apex_learner_steps} and "
                         f"{QUICK.impala_learner_steps} learner steps")
-    p.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES),
-                   help="the cases to run [default: all]")
+    p.add_argument("--cases", nargs="+", choices=list(CASES),
+                   default=[c for c, case in CASES.items() if case.default],
+                   help="the cases to run [default: all but impala-pong]")
     p.add_argument("--workers", type=integer(1), default=2,
                    help="LocalCluster workers of each run [default: 2]")
     p.add_argument("--generations", type=integer(2), default=None,
@@ -56,6 +57,10 @@ def add_arguments(p) -> None:
     p.add_argument("--impala-learner-steps", type=integer(1), default=None,
                    help=f"IMPALA: learner steps per run [default: "
                         f"{FULL.impala_learner_steps}; --quick: {QUICK.impala_learner_steps}]")
+    p.add_argument("--impala-pong-learner-steps", type=integer(1), default=None,
+                   help=f"IMPALA on Pong: learner steps per run [default: "
+                        f"{FULL.impala_pong_learner_steps}; --quick: "
+                        f"{QUICK.impala_pong_learner_steps}]")
     p.add_argument("--tolerance", type=number(0.0, 1.0), default=0.1,
                    help="the verdict's margin: a figure within it of DIR's counts as not "
                         "slower [default: 0.1]")
@@ -68,7 +73,7 @@ def budgets(args) -> Budgets:
     return Budgets(**{name: getattr(args, name) if getattr(args, name) is not None
                       else getattr(base, name)
                       for name in ("generations", "apex_learner_steps",
-                                   "impala_learner_steps")})
+                                   "impala_learner_steps", "impala_pong_learner_steps")})
 
 
 def measure(trees: dict[str, Path], cases: list[str], rounds: int, budget: Budgets,

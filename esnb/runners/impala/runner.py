@@ -164,14 +164,17 @@ class Impala(UnrollFeed, Runner):
     def acting_policy(self):
         """The learner's greedy policy as data: the policy MLP (argmax, or the mean clipped to
         the bounds, as greedy evaluations act) with the actors' normalisation; the value
-        network and the log-stds are the learner's, not the policy's."""
+        network and the log-stds are the learner's, not the policy's. On frames a
+        :class:`~esnb.rl.impala.acting.FramePolicy` (the actors' conv network: videos and
+        ``esnb play`` take it, ``esnb export`` does not)."""
         from esnb.nets.acting import ActingPolicy
 
-        if self.spec.torso is not None:
-            raise ValueError(f"IMPALA's {self.spec.torso.kind} conv network on {self.config.env} "
-                             f"is not an MLP policy (videos and exports take MLP policies)")
         with self._iter_lock:
             payload = self.learner.actor_payload()
+        if self.spec.torso is not None:
+            from esnb.rl.impala.acting import FramePolicy
+
+            return FramePolicy(self.spec, payload["params"], self.config.env)
         parts = self.spec.actor_layout.split(payload["params"])
         return ActingPolicy(self.spec.policy, parts["policy"], payload["obs_mean"],
                             payload["obs_std"])
