@@ -5,10 +5,11 @@ learner differentiates the vector it publishes and checkpoints, and an actor of 
 (which may import torch) runs the same function on the published copy.
 
 The convolutions compute in the channels-last layout (NHWC in memory, the same NCHW tensors to
-the code): on a CPU, oneDNN's kernels for that layout made a learner's forward and backward of
-the laptop preset's Atari torso 1.8x faster than the default layout (the deep torso 1.4x, the
-Nature torso 1.3x), the outputs equal to float rounding (``esnb bench learner --layout both``,
-BENCHMARKS.md). :func:`memory_layout` switches it for a benchmark's side-by-side rounds.
+the code): on a CPU, oneDNN's kernels for that layout made a whole learner update 1.6x faster
+than the default layout for IMPALA's shallow and deep torsos and 1.4x for Ape-X's Nature torso
+(2 torch threads; the shallow torso's forward and backward alone 1.8x with one), the outputs
+equal to float rounding (``esnb bench learner --layout both``, BENCHMARKS.md).
+:func:`memory_layout` switches it for a benchmark's side-by-side rounds.
 """
 
 from __future__ import annotations

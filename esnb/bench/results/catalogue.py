@@ -194,10 +194,10 @@ ENTRIES: tuple[Entry, ...] = (
                "constant, batches of 32 unrolls of 20, 2 workers x 2 actors x 16 "
                "environments; a score is 10 whole games (21 points to one side) of the final "
                "parameters, greedy. +21 is the most a game can give. 5M agent steps (20M "
-               "frames) is what one session's seed can take here (about 2 hours of the 2 "
-               "cores); RLlib's tuned IMPALA reaches 18 by about 5M with 128 workers, and with "
-               "these settings the curve started rising only after 3M steps here "
-               "(docs/results/probes), so 5M is not expected to reach that. The seeds are run "
+               "frames) is what one session's seed can take here (1 h 51 min for seed 0 on "
+               "the 2 cores); RLlib's tuned IMPALA reaches 18 by about 5M with 128 workers. "
+               "Here the training return left -20 only after 3M steps (seed 0: -19.1 at 3.6M, "
+               "-16.3 at 4.8M; docs/results/probes), so 5M does not reach that. The seeds are run "
                "one a session, their run folders kept in docs/results/seeds and read back "
                "(esnb bench results --only impala-pong --runs docs/results/seeds)."),
     _aes_small("aesrl", "AES-RL", "12550 ± 187",
