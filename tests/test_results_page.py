@@ -283,3 +283,31 @@ def test_a_results_run_reads_finished_seeds_back_first_and_saves_after_each(tmp_
     assert [s["seed"] for s in saved["seeds"]] == [0, 1]
     assert saved["seeds"][1]["final"] == done["final"]
     assert (runs_dir / es.key / "seed0" / "summary.json").exists()
+
+
+def test_a_commit_says_when_the_package_differs_from_it(tmp_path):
+    """What a seed records as the code it ran: the commit, ``+changes`` when files under the
+    package are modified or new, None outside a git checkout."""
+    import subprocess
+
+    from esnb.bench.results.runs import _commit
+
+    assert _commit(tmp_path) is None
+    repo, pkg = tmp_path / "repo", tmp_path / "repo" / "pkg"
+    pkg.mkdir(parents=True)
+    (pkg / "a.py").write_text("x = 1\n")
+    (repo / "notes.md").write_text("outside the package\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "first"], check=True)
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    assert _commit(pkg) == head
+    (repo / "notes.md").write_text("changed, outside the package\n")
+    assert _commit(pkg) == head
+    (pkg / "b.py").write_text("y = 2\n")
+    assert _commit(pkg) == head + "+changes"
+    (pkg / "b.py").unlink()
+    (pkg / "a.py").write_text("x = 2\n")
+    assert _commit(pkg) == head + "+changes"

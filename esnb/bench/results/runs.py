@@ -161,10 +161,11 @@ def hardware() -> dict[str, Any]:
             "commit": _commit(), "date": datetime.date.today().isoformat()}
 
 
-def _commit() -> str | None:
-    """The checkout's commit, ``+changes`` after it when the package's files differ from it
-    (what ran was not that commit's code); None outside a git checkout."""
-    package = Path(__file__).resolve().parents[2]
+def _commit(package: Path | None = None) -> str | None:
+    """The commit of the checkout holding ``package`` (default: esnb's), ``+changes`` after it
+    when the files under it differ from that commit (what ran was not that commit's code);
+    None outside a git checkout."""
+    package = Path(__file__).resolve().parents[2] if package is None else package
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                              text=True, cwd=package, timeout=10)

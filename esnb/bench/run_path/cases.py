@@ -19,8 +19,8 @@ path spends between iterations counts too:
 - **start-up alone** (``train es --env HalfCheetah-v5 --generations 1``): the whole command's
   wall time, launch to exit (the cluster's start and close, the checkpoint, the run folder);
 - **IMPALA on Pong** (``train impala --env ALE/Pong-v5 --learner-steps N``, the laptop preset's
-  Atari network and batches; only when asked, ``--cases impala-pong``: minutes a run): agent
-  steps and learner steps per second, as for CartPole.
+  Atari network and batches; only when asked, ``--cases impala-pong``: minutes a run): the
+  same figures as on CartPole.
 
 ``--quick`` makes each command tiny (for the test): population 8 and 100-step episodes for ES,
 a 200-transition replay warm-up for Ape-X, a few learner steps.
@@ -146,6 +146,12 @@ def rl(algorithm: str, steps: Callable[[Budgets], int],
                              str(steps(b)), *(quick_args if quick else ())]
 
 
+#: IMPALA's figures, on CartPole and on Pong alike
+IMPALA_FIGURES = (
+    Figure("actor_fps", "actor frames/s", "/s", True, rate("env_steps", learning=True)),
+    Figure("learner_steps_per_s", "learner steps/s", "/s", True,
+           rate("learner_steps", learning=True)))
+
 CASES: dict[str, Case] = {case.key: case for case in (
     Case("es", "ES", (
         Figure("env_steps_per_s", "env steps/s after generation 1", "/s", True,
@@ -159,19 +165,12 @@ CASES: dict[str, Case] = {case.key: case for case in (
                rate("env_steps", learning=True))),
          rl("apex", lambda b: b.apex_learner_steps, ("--min-size", "200")),
          "--apex-learner-steps"),
-    Case("impala", "IMPALA", (
-        Figure("actor_fps", "actor frames/s", "/s", True, rate("env_steps", learning=True)),
-        Figure("learner_steps_per_s", "learner steps/s", "/s", True,
-               rate("learner_steps", learning=True))),
+    Case("impala", "IMPALA", IMPALA_FIGURES,
          rl("impala", lambda b: b.impala_learner_steps), "--impala-learner-steps"),
     Case("start-up", "start-up alone", (
         Figure("command", "ES 1 generation, whole command", "s", False, whole_command),),
          es(lambda b: 1)),
-    Case("impala-pong", "IMPALA on Pong", (
-        Figure("agent_steps_per_s", "agent steps/s", "/s", True,
-               rate("env_steps", learning=True)),
-        Figure("learner_steps_per_s", "learner steps/s", "/s", True,
-               rate("learner_steps", learning=True))),
+    Case("impala-pong", "IMPALA on Pong", IMPALA_FIGURES,
          rl("impala", lambda b: b.impala_pong_learner_steps, env="ALE/Pong-v5"),
          "--impala-pong-learner-steps", default=False),
 )}
