@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from esnb.envs.make import env_spaces
+from esnb.envs.rollout import FastEnv, run_episode
 from esnb.rl.impala.actor_critic import ActorCriticSpec, NumpyActor, init_actor_critic
 from esnb.rl.impala.learner import (
     ActorCritic,
@@ -152,6 +153,43 @@ def test_greedy_evaluation_task(cartpole):
     res = impala_evaluate(cfg, payload(spec, flat), np.array([1, 2, 3]))
     assert res["returns"].shape == (3,) and res["finite"].all()
     assert res["steps"] == res["lengths"].sum() == res["returns"].sum()  # reward 1 per step
+
+
+def one_at_a_time(cfg: ActorConfig, pl: dict, seeds) -> tuple[np.ndarray, np.ndarray]:
+    """Greedy episodes as the one episode loop runs them, one after another: (returns,
+    lengths)."""
+    env = FastEnv(cfg.env_id, cfg.max_episode_steps, dict(cfg.env_kwargs))
+    actor = NumpyActor(cfg.spec, pl["params"], pl["obs_mean"], pl["obs_std"])
+
+    def act(obs):
+        a = actor.greedy(np.ravel(obs)[None])[0]
+        return int(a) if cfg.spec.discrete else a
+
+    episodes = [run_episode(env, act, int(seed)) for seed in seeds]
+    env.close()
+    return (np.array([ep.ret for ep in episodes]), np.array([ep.length for ep in episodes]))
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_greedy_evaluation_in_lock_step_plays_the_episodes_one_at_a_time_would(env_id):
+    """Five episodes stepped together (one batched forward a step) are the five episodes run
+    one after another: the same lengths and returns, in the seeds' order."""
+    spec = make_spec(env_id)
+    flat = init_actor_critic(spec, np.random.default_rng(3))
+    cfg = ActorConfig(run="t-lockstep", env_id=env_id, spec=spec, max_episode_steps=150)
+    pl = payload(spec, flat)
+    if env_id == "Pendulum-v1":  # normalised observations take the same path
+        pl.update(obs_mean=np.array([0.1, -0.2, 0.3]), obs_std=np.array([0.9, 1.1, 2.0]))
+    seeds = np.array([11, 5, 7, 3, 2])
+    res = impala_evaluate(cfg, pl, seeds)
+    returns, lengths = one_at_a_time(cfg, pl, seeds)
+    np.testing.assert_array_equal(res["lengths"], lengths)
+    if spec.discrete:  # the same actions: the same episodes, to the bit
+        np.testing.assert_array_equal(res["returns"], returns)
+        assert len(set(lengths.tolist())) > 1  # episodes end apart: slots refill and move
+    else:  # a float32 product over 5 rows or 1 rounds apart (~1e-7 per action)
+        np.testing.assert_allclose(res["returns"], returns, rtol=1e-9)
+    assert res["steps"] == lengths.sum() and res["finite"].all()
 
 
 def fake_result(T, U, version, D=4, trunc=((1, 2),), finite=None, seed=0):

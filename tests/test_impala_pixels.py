@@ -11,12 +11,13 @@ import sys
 import numpy as np
 import pytest
 import torch
+from test_impala_parts import one_at_a_time
 
 from esnb.nets.conv import ConvTorso
 from esnb.rl.impala.actor_critic import ActorCriticSpec, NumpyActor, init_actor_critic
 from esnb.rl.impala.learner import ActorCritic
 from esnb.runners.impala import Impala, ImpalaConfig
-from esnb.runners.impala.tasks import impala_unrolls
+from esnb.runners.impala.tasks import impala_evaluate, impala_unrolls
 
 ENV = "MinAtar/Breakout-v1"
 #: MinAtar has no time limit of its own
@@ -53,6 +54,22 @@ def test_inline_run_on_minatar_trains_on_uint8_unrolls():
         assert np.isfinite(h.loss).all() and (h.entropy > 1.0).all()  # ~ln 3 at the start
         assert not np.array_equal(r.params, before)
         assert r.evaluate(1).shape == (1,)
+    finally:
+        r.close()
+
+
+def test_greedy_evaluation_on_frames_in_lock_step_plays_the_episodes_one_at_a_time_would():
+    """Greedy episodes on frames, stepped together (one batched conv forward a step), are the
+    episodes the one episode loop runs one after another with a single-frame forward."""
+    r = Impala(ENV, **SMALL)
+    try:
+        cfg, pl = r.actor_config, r.learner.actor_payload()
+        seeds = np.array([4, 9, 1, 6])
+        res = impala_evaluate(cfg, pl, seeds)
+        returns, lengths = one_at_a_time(cfg, pl, seeds)
+        np.testing.assert_array_equal(res["lengths"], lengths)
+        np.testing.assert_array_equal(res["returns"], returns)
+        assert len(set(lengths.tolist())) > 1  # they end apart: slots refill and move
     finally:
         r.close()
 

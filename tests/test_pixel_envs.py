@@ -80,6 +80,51 @@ def test_frame_skip_and_max_pool_match_the_raw_emulator():
     raw.close()
 
 
+def gymnasium_chain(env_id, terminal_on_life_loss=False, **kwargs):
+    """What esnb's Atari envs are made to equal: gymnasium's own wrappers."""
+    env = gym.make(env_id, frameskip=1, **{"repeat_action_probability": 0.0, **kwargs})
+    env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84,
+                                          terminal_on_life_loss=terminal_on_life_loss,
+                                          grayscale_obs=True, scale_obs=False)
+    return gym.wrappers.FrameStackObservation(env, 4)
+
+
+@pytest.mark.parametrize("env_id, life_loss, kwargs", [
+    ("ALE/Breakout-v5", False, {}),
+    ("ALE/Breakout-v5", True, {}),  # lost lives end episodes mid frame-skip
+    ("ALE/Pong-v5", False, {"repeat_action_probability": 0.25,  # sticky actions
+                            "max_num_frames_per_episode": 1_001}),  # caps hit mid frame-skip
+])
+def test_atari_frames_equal_gymnasiums_wrappers_step_for_step(env_id, life_loss, kwargs):
+    """esnb's own Atari wrapper (AtariFrames) and gymnasium's AtariPreprocessing +
+    FrameStackObservation, stepped side by side with the same actions through several
+    episodes (seeded and unseeded resets): the same observations, rewards, ends and info at
+    every step."""
+    ours = make_env(env_id, terminal_on_life_loss=life_loss, **kwargs)
+    theirs = gymnasium_chain(env_id, terminal_on_life_loss=life_loss, **kwargs)
+    rng = np.random.default_rng(7)
+    ends = []
+    for seed in (11, None, 12, None):
+        a, info_a = ours.reset(seed=seed)
+        b, info_b = theirs.reset(seed=seed)
+        np.testing.assert_array_equal(a, b)
+        assert info_a == info_b
+        for _ in range(3_000):
+            action = int(rng.integers(0, ours.action_space.n))
+            a, r_a, term_a, trunc_a, info_a = ours.step(action)
+            b, r_b, term_b, trunc_b, info_b = theirs.step(action)
+            assert a.dtype == b.dtype == np.uint8 and a.shape == b.shape == (4, 84, 84)
+            np.testing.assert_array_equal(a, b)
+            assert (r_a, term_a, trunc_a, info_a) == (r_b, term_b, trunc_b, info_b)
+            if term_a or trunc_a:
+                ends.append("truncated" if trunc_a else "terminated")
+                break
+    # every episode ended, the capped game's by its cap
+    assert ends == ["truncated" if kwargs else "terminated"] * 4
+    ours.close()
+    theirs.close()
+
+
 def test_sticky_actions_off_unless_asked():
     env = make_env("ALE/Pong-v5")
     assert env.unwrapped.ale.getFloat("repeat_action_probability") == 0.0

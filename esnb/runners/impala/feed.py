@@ -33,8 +33,9 @@ class UnrollFeed:
 
     A mixin: it works on the runner's ``slots`` (:class:`~esnb.runners.impala.slots.ActorSlots`),
     ``queue`` (:class:`~esnb.rl.impala.unrolls.UnrollQueue`), ``learner``, ``executor``,
-    ``config``, its counters (``env_steps``, ``episodes``, ``tasks_done``, ``actor_seconds``)
-    and ``_recent`` (:func:`fresh_recent`), ``_payloads`` and ``_sec_per_frame``.
+    ``config``, ``evals`` (:class:`~esnb.runners.impala.evaluation.Evaluations`), its counters
+    (``env_steps``, ``episodes``, ``tasks_done``, ``actor_seconds``), ``_recent``
+    (:func:`fresh_recent`), ``_payloads`` and ``_sec_per_frame``.
     """
 
     def _collect(self, snap: ControlSnapshot, block: bool) -> None:
@@ -50,13 +51,21 @@ class UnrollFeed:
                 self.slots.wait(timeout=10)
             waited = time.monotonic() - started
             if waited > warn_at:
-                log.warning("the learner has waited %.0f s for actors: is the cluster alive?",
-                            waited)
+                log.warning("the learner has waited %.0f s for %d actor tasks%s", waited,
+                            len(self.slots.inflight), self._wait_reason())
                 warn_at += WAIT_WARNING
             done = self.slots.finished()
         for result in self.slots.receive(done):
             self._receive(result)
         self._top_up(snap)
+
+    def _wait_reason(self) -> str:
+        """Why the actors may be slow: an evaluation holding worker threads (it goes first),
+        else nothing known."""
+        if self.evals.pending:
+            return (f" while a greedy evaluation ({len(self.evals.pending)} tasks, ahead of "
+                    f"theirs) runs on the workers")
+        return ": is the cluster alive?"
 
     def _top_up(self, snap: ControlSnapshot) -> None:
         """Give every idle slot a task, unless enough unrolls are already queued."""

@@ -15,8 +15,8 @@ every unroll is self-contained (it starts in some state and bootstraps at its en
 costs only the abandoned episodes.
 
 A slot steps its environments in lockstep, unroll segment by unroll segment (not whole
-episodes), so it keeps its own stepping; greedy evaluation runs whole episodes on the one
-episode loop, :func:`esnb.envs.rollout.run_episode`.
+episodes), so it keeps its own stepping; greedy evaluation runs whole episodes in lock step on
+:func:`esnb.envs.lockstep.run_lockstep` (ES's), one batched forward a step.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from esnb.envs.rollout import FastEnv, cached_env, run_episode
+from esnb.envs.lockstep import EpisodeSpec, run_lockstep
+from esnb.envs.rollout import FastEnv, cached_envs
 from esnb.rl.impala.actor_critic import ActorCriticSpec, NumpyActor
 
 
@@ -242,22 +243,40 @@ def impala_unrolls(cfg: ActorConfig, payload: dict, slot: int, task: int, segmen
 
 
 def impala_evaluate(cfg: ActorConfig, payload: dict, env_seeds: np.ndarray) -> dict:
-    """Greedy episodes (argmax / clipped mean) of the published policy, one per seed."""
+    """Greedy episodes (argmax / clipped mean) of the published policy, one per seed.
+
+    The episodes run in lock step (:func:`esnb.envs.lockstep.run_lockstep`): one batched
+    forward a step for all live episodes (on frames a single-frame forward costs nearly what a
+    batch does), each episode the one :func:`esnb.envs.rollout.run_episode` would run.
+    """
     t0 = time.perf_counter()
-    env = cached_env(cfg.env_id, cfg.max_episode_steps, cfg.env_kwargs)
+    seeds = [int(s) for s in env_seeds]
+    envs = cached_envs(cfg.env_id, cfg.max_episode_steps, cfg.env_kwargs, len(seeds))
     actor = NumpyActor(cfg.spec, payload["params"], payload.get("obs_mean"),
                        payload.get("obs_std"))
-    discrete = cfg.spec.discrete
-
-    def act(obs):
-        a = actor.greedy(np.ravel(obs)[None])[0]
-        return int(a) if discrete else a
-
-    episodes = [run_episode(env, act, int(seed)) for seed in env_seeds]
+    episodes = run_lockstep(envs, GreedyRows(actor, len(envs)),
+                            [EpisodeSpec(None, seed) for seed in seeds])
     lengths = np.array([ep.length for ep in episodes], dtype=np.int64)
     return {"returns": np.array([ep.ret for ep in episodes], dtype=np.float64),
             "lengths": lengths, "finite": np.array([ep.finite for ep in episodes], dtype=bool),
             "steps": int(lengths.sum()), "seconds": time.perf_counter() - t0}
+
+
+class GreedyRows:
+    """:func:`~esnb.envs.lockstep.run_lockstep`'s policy when every episode acts with one
+    parameter vector: the greedy action of each live row, one batched forward a step."""
+
+    def __init__(self, actor: NumpyActor, width: int):
+        self.actor, self.spec, self.width = actor, actor.spec, int(width)
+
+    def load(self, slot: int, params) -> None:
+        """Nothing to load: all slots share the actor's parameters."""
+
+    def move(self, src: int, dst: int) -> None:
+        """Nothing to move: all slots share the actor's parameters."""
+
+    def act(self, rows: np.ndarray, k: int, clip: bool = True) -> np.ndarray:
+        return self.actor.greedy(rows[:k])
 
 
 def drop_actors(run: str) -> int:
