@@ -6,6 +6,7 @@ driven by real ALE games (ale-py is in the test extra: missing, these fail)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -257,3 +258,17 @@ def test_cli_trains_apex_on_pong_on_a_local_cluster(tmp_path):
     assert np.isfinite(h.loss.dropna()).all() and h.loss.notna().any()
     assert last.replay_bytes_per_transition < 1.2 * FRAME + OVERHEAD
     assert last.replay_duplicates == 0
+    # the trained Q-network plays: one greedy game (its first 60 agent steps: the run's cap)
+    # and its video from the screen ALE renders; exporting it is refused in one line
+    video = tmp_path / "pong.mp4"
+    p = subprocess.run([sys.executable, "-m", "esnb.cli", "play", str(out), "--episodes", "1",
+                        "--video", str(video), "--json"], capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads(p.stdout)
+    assert len(doc["returns"]) == 1 and -60 <= doc["returns"][0] <= 60
+    assert doc["video"]["frames"] == 61 and video.stat().st_size > 1000
+    p = subprocess.run([sys.executable, "-m", "esnb.cli", "export", str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode != 0 and "Q-network on ALE/Pong-v5 is not exported" in p.stderr
+    assert not (out / "policy.onnx").exists()

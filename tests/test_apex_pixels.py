@@ -97,6 +97,48 @@ def test_the_actors_greedy_action_is_the_learners_argmax():
         a.close()
 
 
+def test_the_greedy_policy_on_frames_is_what_evaluations_compute():
+    """``acting_policy()`` (what videos play): the learner's published Q-network, its action
+    for one frame stack the argmax of the learner's Q-values; exports refuse it in one line."""
+    from esnb.runners.apex.actor import GreedyNetPolicy
+    from esnb.runners.playback import export
+
+    a = ApeX(ENV, **SMALL)
+    try:
+        while a.learner_steps < 16:
+            a.step(1)
+        policy = a.acting_policy()
+        assert isinstance(policy, GreedyNetPolicy) and policy.env == ENV
+        np.testing.assert_array_equal(policy.flat, a.params())
+        act = policy.numpy()
+        obs = np.random.default_rng(4).integers(0, 2, (24, 4, 10, 10), dtype=np.uint8)
+        actions = [act(o) for o in obs]
+        assert all(isinstance(x, int) for x in actions)
+        assert actions == a.learner.q(obs).argmax(axis=1).tolist()
+        with pytest.raises(ValueError, match="Ape-X's Q-network on MinAtar/Breakout-v1 is not "
+                                             "exported .* esnb play RUN plays it"):
+            export(a, "onnx", "unused.onnx")
+    finally:
+        a.close()
+
+
+def test_the_dpg_policy_is_the_noise_free_action_within_the_bounds():
+    from esnb.runners.apex.actor import greedy_policy
+
+    a = ApeXDPG("InvertedPendulum-v5", num_actors=1, seed=1, client=False, min_size=100,
+                eval_interval=0, replay_checkpoint="", learner_chunk=4, batch_size=16,
+                iteration_seconds=0.01, capacity=1000, inline_actor_steps=64)
+    try:
+        act = a.acting_policy().numpy()
+        obs = np.random.default_rng(5).normal(size=(8, 4)).astype(np.float32) * 3
+        want = greedy_policy(a.net, a.params())(obs)
+        got = np.stack([act(o) for o in obs])
+        np.testing.assert_array_equal(got, want)
+        assert np.all(np.abs(got) <= 3.0) and got.shape == (8, 1)
+    finally:
+        a.close()
+
+
 def test_checkpoint_and_resume_on_minatar_continue_identically(tmp_path):
     """The learner, its optimiser and the uint8 replay come back exactly; actors restart
     their episodes (an environment's state is not checkpointed, as for every Ape-X run), so

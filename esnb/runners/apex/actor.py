@@ -327,10 +327,46 @@ def greedy_policy(net: QNetSpec | DPGSpec, flat: np.ndarray):
 def greedy_returns(cfg: ActorConfig, flat: np.ndarray, env: FastEnv, seeds) -> np.ndarray:
     """Returns of noise-free episodes of the published parameters ``flat``, one episode per
     seed (:func:`esnb.envs.rollout.run_episode`)."""
-    act = greedy_policy(cfg.net, flat)
-    shape, dtype = obs_layout(cfg.net)
-
-    def policy(obs):
-        return act(np.asarray(obs, dtype).reshape(1, *shape))[0]
-
+    policy = GreedyNetPolicy(cfg.net, flat).numpy()
     return np.array([run_episode(env, policy, int(seed)).ret for seed in seeds])
+
+
+@dataclass(frozen=True, eq=False)
+class GreedyNetPolicy:
+    """Ape-X's network acting as its greedy evaluations act (DQN: the argmax of Q, on vectors
+    or frames; DPG: the noise-free action), as plain data: what ``runner.video()``,
+    ``esnb play RUN --video`` and the dashboard's record button play. It pickles to the
+    rendering process as the spec and an array.
+
+    Attributes
+    ----------
+    net : QNetSpec or DPGSpec
+    flat : ndarray of float32
+        The parameters as published to the actors.
+    env : str
+        The environment it was trained on (what the refusal to export names).
+    """
+
+    net: QNetSpec | DPGSpec
+    flat: np.ndarray
+    env: str = ""
+
+    @property
+    def not_exported(self) -> str:
+        """Why ``esnb export`` does not write it (one line)."""
+        kind = "Q-network" if isinstance(self.net, QNetSpec) else "DPG network"
+        return (f"Ape-X's {kind} on {self.env or 'its environment'} is not exported (esnb "
+                f"export writes the MLP policies of ES, AES-RL and IMPALA); esnb play RUN "
+                f"plays it and --video records it")
+
+    def numpy(self):
+        """``act(obs)``: the action for one observation, as the environment gives it."""
+        act = greedy_policy(self.net, self.flat)
+        shape, dtype = obs_layout(self.net)
+        discrete = isinstance(self.net, QNetSpec)
+
+        def one(obs):
+            a = act(np.asarray(obs, dtype).reshape(1, *shape))[0]
+            return int(a) if discrete else a
+
+        return one

@@ -45,7 +45,7 @@ from esnb.record import restore_rng
 from esnb.replay.config import check_config
 from esnb.replay.server import ReplayLost
 from esnb.replay.stacks import is_frame_stack
-from esnb.runners.apex.actor import ActorConfig, greedy_policy, greedy_returns
+from esnb.runners.apex.actor import ActorConfig, GreedyNetPolicy, greedy_returns
 from esnb.runners.apex.backend import ApeXBackend
 from esnb.runners.apex.config import ApeXDPGConfig, ApeXDQNConfig
 from esnb.runners.apex.learner import ChunkLearner, build_dpg, build_dqn
@@ -79,7 +79,7 @@ class ApeX(ReplayCheckpoints, Runner):
     """
 
     algorithm = "ApeX"
-    holds = "a Q-network, acted on greedily (exporting it is not implemented)"
+    holds = "a Q-network, acted on greedily (videos play it; esnb export writes MLP policies)"
     iteration_column = "iteration"
     Config = ApeXDQNConfig
     #: the live step sizes the learner takes per update (and the history records)
@@ -176,9 +176,10 @@ class ApeX(ReplayCheckpoints, Runner):
         """The learner's current parameters as published to the actors (a copy)."""
         return self.learner.params()
 
-    def act(self, obs: np.ndarray) -> np.ndarray:
-        """Greedy (DQN) or noise-free (DPG) actions of the learner's network for a batch."""
-        return greedy_policy(self.net, self.learner.params())(obs)
+    def acting_policy(self) -> GreedyNetPolicy:
+        """The learner's network acting as greedy evaluations act (DQN: argmax Q; DPG: the
+        noise-free action): ``.numpy()`` acts; videos play it; it is not exported."""
+        return GreedyNetPolicy(self.net, self.learner.params(), self.config.env)
 
     def evaluate(self, episodes: int = 10) -> np.ndarray:
         """Returns of ``episodes`` greedy episodes of the learner's network (in this process;
@@ -391,7 +392,7 @@ class ApeXDPG(ApeX):
     """
 
     algorithm = "ApeX-DPG"
-    holds = "a DPG actor and its critic (exporting them is not implemented)"
+    holds = "a DPG actor and its critic (videos play the actor; esnb export writes MLP policies)"
     Config = ApeXDPGConfig
     rate_controls = ("actor_lr", "critic_lr")
     _build = staticmethod(build_dpg)
