@@ -12,12 +12,12 @@ from esnb.cli import main
 
 def test_bench_atari_frames_prints_and_writes_its_figures(tmp_path, capsys):
     out = tmp_path / "frames.json"
-    assert main(["bench", "atari-frames", "--env", "ALE/Breakout-v5", "--steps", "300",
+    assert main(["bench", "atari-frames", "--env", "ALE/Breakout-v5", "--steps", "120",
                  "--rounds", "2", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "the frames equal bit for bit" in printed and "esnb AtariFrames" in printed
     r = json.loads(out.read_text())
-    assert r["env"] == "ALE/Breakout-v5" and r["steps"] == 300 and r["rounds"] == 2
+    assert r["env"] == "ALE/Breakout-v5" and r["steps"] == 120 and r["rounds"] == 2
     assert set(r["all"]) == set(frames.KINDS) and all(len(v) == 2 for v in r["all"].values())
     s = r["seconds"]
     assert all(s[k] > 0 for k in frames.KINDS)
