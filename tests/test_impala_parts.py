@@ -355,3 +355,18 @@ def test_learner_state_round_trip(cartpole, optimizer):
         cfg = ImpalaConfig.build()
         ImpalaLearner(spec, flat, lr=cfg.lr, optimizer="sgd", obs_norm=False,
                       rmsprop_eps=cfg.rmsprop_eps, rmsprop_decay=cfg.rmsprop_decay)
+
+
+def test_the_learners_wait_warning_names_a_running_evaluation():
+    """The warning after a long wait for actors says when a greedy evaluation holds the
+    workers' threads (its tasks go first), and only otherwise asks about the cluster."""
+    from types import SimpleNamespace
+
+    from esnb.runners.impala.feed import UnrollFeed
+
+    feed = UnrollFeed()
+    feed.evals = SimpleNamespace(pending=["eval-0", "eval-1"])
+    assert feed._wait_reason() == (" while a greedy evaluation (2 tasks, ahead of theirs) runs "
+                                   "on the workers")
+    feed.evals.pending = []
+    assert feed._wait_reason() == ": is the cluster alive?"
