@@ -86,6 +86,22 @@ def test_the_eorl_set_normalises_each_cell_by_the_papers_eorl():
         ag.score_matrix(eorl, {k: [1.0] for k in ag.inputs(eorl)})
 
 
+def test_a_task_with_no_published_reference_is_scaled_to_the_best_algorithms_mean():
+    """MinAtar has no published table: 0 is a random policy, 1 the best algorithm's mean
+    there; the other algorithm's runs are fractions of it, task by task."""
+    games = ag.TaskSet("games", "two games", {"A": {"g1": "a-g1", "g2": "a-g2"},
+                                              "B": {"g1": "b-g1", "g2": "b-g2"}},
+                       {"g1": (1.0, None), "g2": (0.0, None)}, "0 random, 1 the best mean")
+    finals = {"a-g1": [5.0, 7.0], "b-g1": [11.0, 9.0], "a-g2": [40.0, 20.0], "b-g2": [10.0, 10.0]}
+    assert games.best_means(finals) == {"g1": 10.0, "g2": 30.0}
+    m = ag.score_matrix(games, finals)
+    assert np.allclose(m["A"], [[4 / 9, 4 / 3], [6 / 9, 2 / 3]])
+    assert np.allclose(m["B"], [[10 / 9, 1 / 3], [8 / 9, 1 / 3]])
+    # a best mean at or below the 0 (every algorithm no better than random) has no scale
+    with pytest.raises(ValueError, match="g1's 1 .* must be above its 0"):
+        ag.score_matrix(games, {**finals, "a-g1": [1.0, 1.0], "b-g1": [0.5, 1.5]})
+
+
 def test_saved_aggregates_are_kept_for_the_same_finals_and_recomputed_for_others():
     eorl = next(t for t in TASK_SETS if t.key == "eorl-tables")
     saved = json.loads((REPO / "docs/results/eorl-tables.json").read_text())

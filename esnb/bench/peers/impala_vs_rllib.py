@@ -3,12 +3,13 @@
 The same workload for both, side by side round after round (``--rounds``, the order of the two
 alternating), medians reported:
 
-- **environment**: :func:`esnb.envs.make_env` for both (RLlib gets it through a registered
-  creator): gymnasium's ``AtariPreprocessing`` (frame skip 4, up to 30 no-ops, 84x84 grey) and
-  ``FrameStackObservation(4)``, ``repeat_action_probability=0``. RLlib's conv encoder takes
-  channels last, so its creator moves the stack axis last (4x84x84 -> 84x84x4, a view);
-  frames stay uint8 (esnb scales them inside its network, RLlib's encoder casts them to float
-  unscaled: the cost of a forward pass is the same, its learning would differ);
+- **environment**: each side's own Atari recipe, as a user of it builds it: for esnb
+  :func:`esnb.envs.make_env` (frame skip 4 with a max over the last two frames, up to 30
+  no-ops, 84x84 grey, 4 frames stacked, ``repeat_action_probability=0``); for RLlib
+  ``wrap_atari_for_new_api_stack`` at 84x84 with 4 frames stacked over the same ALE game
+  (its frame skip and max, 30 no-ops, a lost life ending an episode, FIRE on reset, frames
+  scaled to float32 in [-1, 1] in the environment, channels last): the same emulator frames
+  per agent step on both sides;
 - **network**: IMPALA's shallow torso for esnb (``torso="auto"``: conv 16 8x8/4, conv 32
   4x4/2, fully connected 256, ReLU; policy and value heads); for RLlib its default CNN encoder
   given the same filters (``conv_filters`` 16 8x8/4, 32 4x4/2, ``head_fcnet_hiddens`` 256):
@@ -87,7 +88,6 @@ RLLIB_CHILD = r'''
 import json, logging, os, sys, time
 mode, env_id = sys.argv[1], sys.argv[5]
 workers, iterations = int(sys.argv[2]), int(sys.argv[3])
-import numpy as np
 import gymnasium as gym
 import ray
 from ray.rllib.algorithms.impala import IMPALAConfig
@@ -95,11 +95,14 @@ from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 from ray.tune.registry import register_env
 
 def creator(cfg):
-    from esnb.envs import make_env
-    env = make_env(env_id)
-    box = env.observation_space
-    space = gym.spaces.Box(0, 255, box.shape[1:] + box.shape[:1], np.uint8)
-    return gym.wrappers.TransformObservation(env, lambda o: np.moveaxis(o, 0, -1), space)
+    # RLlib's own Atari recipe, as its examples build it: the ALE env without gymnasium's
+    # frame skip, then wrap_atari_for_new_api_stack (84x84 grey, max over 4 skipped frames,
+    # up to 30 no-ops, a lost life ends an episode, FIRE on reset, 4 frames stacked last)
+    import ale_py
+    from ray.rllib.env.wrappers.atari_wrappers import wrap_atari_for_new_api_stack
+    gym.register_envs(ale_py)
+    return wrap_atari_for_new_api_stack(
+        gym.make(env_id, frameskip=1, repeat_action_probability=0.0), dim=84, framestack=4)
 
 register_env("esnb-pong", creator)
 ray.init(num_cpus=workers + 1, include_dashboard=False, logging_level=logging.ERROR,
@@ -115,6 +118,10 @@ config = (IMPALAConfig()
               conv_filters=CONV, conv_activation="relu", head_fcnet_hiddens=HEAD,
               head_fcnet_activation="relu", vf_share_layers=True))
           .debugging(seed=0))
+# RLlib's default 0.0 polls the env runners' sample calls with ray.wait(timeout=0), which on
+# this machine never saw an episode batch ready (nothing sampled in 55,000 training_step
+# calls, BENCHMARKS.md); half a second lets the batches arrive
+config.timeout_s_sampler_manager = 0.5
 algo = config.build_algo()
 
 def find(d, key):

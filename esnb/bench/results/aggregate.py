@@ -49,7 +49,9 @@ class TaskSet:
     entries : dict
         ``{algorithm: {task: results entry key}}``; every algorithm has every task.
     scale : dict
-        ``{task: (score at 0, score at 1)}`` of the normalisation.
+        ``{task: (score at 0, score at 1)}`` of the normalisation; a 1 of None is the best
+        algorithm's mean final score on that task (for tasks with no published reference: the
+        aggregates then compare the algorithms with the best of them, task by task).
     scale_note : str
         What 0 and 1 are, for the page.
     """
@@ -57,16 +59,26 @@ class TaskSet:
     key: str
     title: str
     entries: dict[str, dict[str, str]]
-    scale: dict[str, tuple[float, float]]
+    scale: dict[str, tuple[float, float | None]]
     scale_note: str
 
     @property
     def tasks(self) -> tuple[str, ...]:
         return tuple(self.scale)
 
-    def normalise(self, task: str, scores) -> np.ndarray:
+    def normalise(self, task: str, scores, best: float | None = None) -> np.ndarray:
+        """``scores`` on ``task``'s 0-1 scale; ``best``: the 1 of a task whose scale has
+        none (the best algorithm's mean final)."""
         lo, hi = self.scale[task]
+        hi = best if hi is None else hi
+        if hi is None or hi <= lo:
+            raise ValueError(f"{self.key}: {task}'s 1 ({hi}) must be above its 0 ({lo})")
         return (np.asarray(scores, dtype=np.float64) - lo) / (hi - lo)
+
+    def best_means(self, finals: dict[str, list[float]]) -> dict[str, float]:
+        """Per task, the highest mean final score of the set's algorithms."""
+        return {t: max(float(np.mean(finals[by_task[t]])) for by_task in self.entries.values())
+                for t in self.tasks}
 
 
 def score_matrix(task_set: TaskSet, finals: dict[str, list[float]]) -> dict[str, np.ndarray]:
@@ -74,14 +86,14 @@ def score_matrix(task_set: TaskSet, finals: dict[str, list[float]]) -> dict[str,
 
     Tasks with more seeds than another of the same algorithm keep their first ones (the
     stratified bootstrap needs as many runs per task)."""
-    out = {}
+    out, best = {}, task_set.best_means(finals)
     for algorithm, by_task in task_set.entries.items():
         columns = [finals[by_task[t]] for t in task_set.tasks]
         n = min(len(c) for c in columns)
         if n < 2:
             raise ValueError(f"{task_set.key}: {algorithm} needs 2 or more seeds on each task, "
                              f"has {n}")
-        out[algorithm] = np.stack([task_set.normalise(t, c[:n])
+        out[algorithm] = np.stack([task_set.normalise(t, c[:n], best[t])
                                    for t, c in zip(task_set.tasks, columns)], axis=1)
     return out
 
