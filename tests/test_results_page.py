@@ -97,6 +97,46 @@ def test_an_entry_of_hours_a_seed_shows_on_how_many_of_its_seeds_it_rests(tmp_pa
     assert "seeds so far" not in text and "(3)" in text
 
 
+def test_a_task_set_waits_for_two_seeds_of_every_task(tmp_path):
+    """A stratified bootstrap needs 2 runs or more of each task: until then the set says
+    which entries lack them instead of failing the page."""
+    eorl = next(t for t in catalogue.TASK_SETS if t.key == "eorl-tables")
+    keys = sorted({k for by_task in eorl.entries.values() for k in by_task.values()})
+    for key in keys:
+        _fake_run(tmp_path, catalogue.entry(key), [8.0] if key == keys[0] else [8.0, 7.0])
+    out = page.render(tmp_path)
+    assert f"Not yet: fewer than 2 seeds of {keys[0]} (1)." in out[page.PAGE]
+    assert page.DATA / "eorl-tables.json" not in out
+    _fake_run(tmp_path, catalogue.entry(keys[0]), [8.0, 7.0])
+    out = page.render(tmp_path)
+    assert "fewer than 2 seeds" not in out[page.PAGE] and page.DATA / "eorl-tables.json" in out
+
+
+def test_the_minatar_set_waits_for_two_seeds_of_each_game_then_compares_the_algorithms(
+        tmp_path):
+    """Across tasks: nothing computed until every entry has 2 seeds or more; then each game
+    is scaled from a random policy (0) to the better algorithm's mean (1)."""
+    minatar = next(t for t in catalogue.TASK_SETS if t.key == "minatar")
+    assert minatar.scale == {"Breakout": (0.4, None), "SpaceInvaders": (4.5, None)}
+    finals = {"apex-minatar-breakout": [20.4, 10.4], "impala-minatar-breakout": [5.4, 5.4],
+              "apex-minatar-spaceinvaders": [24.5, 24.5],
+              "impala-minatar-spaceinvaders": [44.5, 44.5]}
+    for key, scores in finals.items():
+        _fake_run(tmp_path, catalogue.entry(key), scores[:1])
+    text = page.render(tmp_path)[page.PAGE]
+    assert "### Across tasks: MinAtar" in text
+    assert "Not yet: fewer than 2 seeds of apex-minatar-breakout (1), " in text
+    for key, scores in finals.items():
+        _fake_run(tmp_path, catalogue.entry(key), scores)
+    out = page.render(tmp_path)
+    agg = json.loads(out[page.DATA / "minatar.json"])
+    # Breakout: 0.4 -> 0, Ape-X's mean 15.4 -> 1; Space Invaders: 4.5 -> 0, IMPALA's 44.5 -> 1
+    apex, impala = agg["algorithms"]["Ape-X DQN"], agg["algorithms"]["IMPALA"]
+    assert apex["mean"][0] == pytest.approx((1.0 + 0.5) / 2)
+    assert impala["mean"][0] == pytest.approx((5.0 / 15.0 + 1.0) / 2)
+    assert "| Ape-X DQN | 2 x 2 |" in out[page.PAGE]
+
+
 def test_check_fails_on_a_stale_page_and_render_repairs_it(tmp_path, capsys):
     shutil.copytree(ROOT / "docs", tmp_path / "docs")
     assert main(["bench", "results", "--check", "--root", str(tmp_path)]) == 0
