@@ -35,6 +35,8 @@ METHOD = "stratified percentile bootstrap (rliable's), 95%"
 REPS, SEED = 20_000, 0
 #: the aggregates, in the order the page prints them
 METRICS = ("iqm", "mean", "median", "optimality_gap")
+#: runs of every task a stratified bootstrap needs
+MIN_RUNS = 2
 
 
 @dataclass(frozen=True)
@@ -90,9 +92,9 @@ def score_matrix(task_set: TaskSet, finals: dict[str, list[float]]) -> dict[str,
     for algorithm, by_task in task_set.entries.items():
         columns = [finals[by_task[t]] for t in task_set.tasks]
         n = min(len(c) for c in columns)
-        if n < 2:
-            raise ValueError(f"{task_set.key}: {algorithm} needs 2 or more seeds on each task, "
-                             f"has {n}")
+        if n < MIN_RUNS:
+            raise ValueError(f"{task_set.key}: {algorithm} needs {MIN_RUNS} or more seeds on "
+                             f"each task, has {n}")
         out[algorithm] = np.stack([task_set.normalise(t, c[:n], best[t])
                                    for t, c in zip(task_set.tasks, columns)], axis=1)
     return out

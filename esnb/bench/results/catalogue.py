@@ -143,7 +143,7 @@ _APEX_MINATAR = dict(max_episode_steps=10_000, lr=3e-4, batch_size=128, target_p
                      samples_per_insert=8.0, min_size=5_000)
 
 
-def _minatar_apex(game: str, note: str) -> Entry:
+def _minatar_apex(game: str) -> Entry:
     """Ape-X DQN's laptop preset on a MinAtar game with :data:`_APEX_MINATAR`, 30,000
     updates (about 490,000 agent steps: ~16 inserted per update of 128 at 8 per insert)."""
     return Entry(f"apex-minatar-{game.lower()}", "apex", "laptop", f"MinAtar/{game}-v1",
@@ -152,7 +152,8 @@ def _minatar_apex(game: str, note: str) -> Entry:
                  paper=Reference("—", "MinAtar, 5M frames, curves only",
                                  "Young & Tian 2019 (MinAtar) plot DQN curves, no table; "
                                  "Ape-X is not among its agents"),
-                 note=note + "The laptop preset (8 actors, n = 3, a dueling head of 128 on "
+                 note="IMPALA's row above has the random policy's score. The laptop "
+                      "preset (8 actors, n = 3, a dueling head of 128 on "
                       "MinAtar's conv torso) with a smaller step size, larger batches and a "
                       "replay rate limit (its settings above): with actors flat out on 2 "
                       "cores the learner falls behind. Games are capped at 10,000 agent "
@@ -248,9 +249,7 @@ ENTRIES: tuple[Entry, ...] = (
         ("Breakout", "A uniformly random policy scores 0.4 here (100 games; MinAtar's "
          "random_play.py says 0.5). "),
         ("SpaceInvaders", "A uniformly random policy scores 4.5 here (100 games). "))),
-    *(_minatar_apex(game, note) for game, note in (
-        ("Breakout", "IMPALA's row above has the random policy's score. "),
-        ("SpaceInvaders", "IMPALA's row above has the random policy's score. "))),
+    *(_minatar_apex(game) for game in ("Breakout", "SpaceInvaders")),
     _aes_small("aesrl", "AES-RL", "12550 ± 187",
                "Not the paper's task or scale: HalfCheetah at 1M steps would take ~3 hours of "
                "this machine per seed (extrapolated from esnb bench aes-time: 30,000 steps "

@@ -81,9 +81,9 @@ def _across(root: Path, task_set: aggregate.TaskSet, runs: dict, out: dict) -> l
     if missing:
         return head + [f"Not yet: {', '.join(missing)} not run."]
     few = [f"{k} ({len(runs[k]['seeds'])})" for k in aggregate.inputs(task_set)
-           if len(runs[k]["seeds"]) < 2]
-    if few:  # a stratified bootstrap needs 2 runs or more of every task
-        return head + [f"Not yet: fewer than 2 seeds of {', '.join(few)}."]
+           if len(runs[k]["seeds"]) < aggregate.MIN_RUNS]
+    if few:
+        return head + [f"Not yet: fewer than {aggregate.MIN_RUNS} seeds of {', '.join(few)}."]
     finals = {k: [s["final"] for s in runs[k]["seeds"]] for k in aggregate.inputs(task_set)}
     path = DATA / f"{task_set.key}.json"
     agg = aggregate.current(task_set, _saved_aggregate(root / path), finals)
