@@ -325,6 +325,43 @@ def test_a_results_run_reads_finished_seeds_back_first_and_saves_after_each(tmp_
     assert (runs_dir / es.key / "seed0" / "summary.json").exists()
 
 
+def test_missing_runs_only_the_seeds_an_entry_lacks_and_refuses_other_settings(tmp_path,
+                                                                               capsys):
+    """``esnb bench results --only KEY --missing``: the seeds the saved entry has are kept as
+    saved (their finals, the machine the entry names) and only the others run; a saved entry
+    of another budget is refused before anything runs, its file untouched."""
+    import dataclasses
+
+    from esnb.bench.results.command import _run_entries
+    from esnb.bench.results.runs import save
+
+    es = dataclasses.replace(catalogue.entry("es-halfcheetah"), env="CartPole-v1",
+                             budget={"generations": 2}, eval_episodes=2, seeds=2,
+                             settings={"population": 8, "sigma": 0.05, "lr": 0.03,
+                                       "noise_size": 200_000, "max_episode_steps": 50,
+                                       "eval_interval": 1})
+    machine = {"cpu": "elsewhere", "cores": 2, "python": "3.11", "os": "Linux",
+               "versions": {}, "commit": "abc1234", "date": "2026-11-01"}
+    seed1 = {"seed": 1, "final": 123.25, "final_std": 1.0, "env_steps": 800, "wall_s": 9.0,
+             "curve": [[800, 9.0, 123.25]], "commit": "abc1234", "date": "2026-11-01"}
+    path = tmp_path / page.DATA / f"{es.key}.json"
+    save(path, es, [seed1], 1, (0.5, 0.75), machine)
+    _run_entries([es], tmp_path, None, workers=1, missing=True)
+    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith(es.key)]
+    assert [line.split(":")[0] for line in said] == [f"{es.key} seed 0"]
+    saved = json.loads(path.read_text())
+    assert [s["seed"] for s in saved["seeds"]] == [0, 1]
+    assert saved["seeds"][1] == seed1
+    assert saved["hardware"] == machine and saved["load_average"][0] == 0.5
+    assert saved["interval"]["finals"] == [saved["seeds"][0]["final"], 123.25]
+
+    before = path.read_text()
+    longer = dataclasses.replace(es, budget={"generations": 5})
+    with pytest.raises(ValueError, match="another budget .*--only es-halfcheetah"):
+        _run_entries([longer], tmp_path, None, workers=1, missing=True)
+    assert path.read_text() == before
+
+
 def test_a_commit_says_when_the_package_differs_from_it(tmp_path):
     """What a seed records as the code it ran: the commit, ``+changes`` when files under the
     package are modified or new, None outside a git checkout."""

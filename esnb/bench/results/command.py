@@ -4,8 +4,10 @@ Each entry (:data:`esnb.bench.results.catalogue.ENTRIES`) is run once per seed a
 on one LocalCluster as a run of the session (``--runs`` keeps their run folders, and resumes a
 seed stopped before its end), its final parameters evaluated afresh, and its runs saved as
 ``docs/results/<key>.json``; the page and its figures are then rendered from every saved
-entry. ``--only`` re-runs some entries and keeps the others' saved runs; ``--render`` runs
-nothing; ``--check`` exits 1 when the page differs from what the saved runs render.
+entry. ``--only`` re-runs some entries and keeps the others' saved runs; ``--missing`` keeps
+an entry's saved seeds and runs only those it lacks (a long entry filled in over sessions and
+machines); ``--render`` runs nothing; ``--check`` exits 1 when the page differs from what the
+saved runs render.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from esnb.bench.results import page
 from esnb.bench.results.catalogue import ENTRIES, entry
-from esnb.bench.results.runs import hardware, run_seed, save
+from esnb.bench.results.runs import hardware, load, run_seed, save
 from esnb.settings import integer
 
 
@@ -39,6 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="keep each seed's run folder in DIR/<entry>/seed<k>: its checkpoints, "
                         "and a seed stopped before its end resumes from it (default: a "
                         "temporary folder per seed)")
+    p.add_argument("--missing", action="store_true",
+                   help="keep each entry's saved seeds and run only the seeds it lacks "
+                        "(refused when the saved entry ran another budget or settings)")
 
 
 def repo_root() -> Path:
@@ -64,7 +69,8 @@ def run(args) -> int:
         return 1 if bad else 0
     if not args.render:
         keys = args.only or [e.key for e in ENTRIES]
-        _run_entries([entry(k) for k in keys], root, args.seeds, args.workers, args.runs)
+        _run_entries([entry(k) for k in keys], root, args.seeds, args.workers, args.runs,
+                     missing=args.missing)
     for path in page.write(root):
         print(f"wrote {path}")
     return 0
@@ -74,17 +80,37 @@ def _finished(folder: Path | None) -> bool:
     return folder is not None and (folder / "summary.json").exists()
 
 
+def _saved_seeds(e, root: Path) -> tuple[list[dict], float | None, dict | None]:
+    """``--missing``: the seeds ``e`` has saved, with the load and machine its saved file
+    names; refused (``ValueError``, nothing run) when they ran another budget or settings."""
+    doc = load(root / page.DATA / f"{e.key}.json")
+    if doc is None:
+        return [], None, None
+    ran = {k: doc.get(k) for k in ("env", "budget", "settings", "eval_episodes")}
+    now = {"env": e.env, "budget": e.budget, "settings": e.settings,
+           "eval_episodes": e.eval_episodes}
+    if ran != now:
+        differ = ", ".join(k for k in now if ran[k] != now[k])
+        raise ValueError(f"{e.key}: its saved seeds ran another {differ} than the catalogue's; "
+                         f"run the whole entry again (esnb bench results --only {e.key})")
+    return doc["seeds"], doc["load_average"][0], doc["hardware"]
+
+
 def _run_entries(entries, root: Path, seeds: int | None, workers: int,
-                 runs: Path | None = None) -> None:
+                 runs: Path | None = None, missing: bool = False) -> None:
     from esnb.cluster import make_client
 
+    kept = {e.key: _saved_seeds(e, root) if missing else ([], None, None) for e in entries}
     client = make_client(workers, dashboard_address=":0", silence_logs=logging.ERROR)
     try:
         for e in entries:
-            load0, machine = os.getloadavg()[0], hardware()  # the commit the runs ran
-            rows = []
+            rows, load0, machine = kept[e.key]
+            if machine is None:
+                load0, machine = os.getloadavg()[0], hardware()  # the commit the runs ran
+            have = {row["seed"] for row in rows}
             folders = {seed: None if runs is None else runs / e.key / f"seed{seed}"
-                       for seed in range(e.seeds if seeds is None else seeds)}
+                       for seed in range(e.seeds if seeds is None else seeds)
+                       if seed not in have}
             # seeds already run to their end first (read back, not run): saved at once
             for seed in sorted(folders, key=lambda k: not _finished(folders[k])):
                 row = run_seed(e, seed, client, folders[seed])
