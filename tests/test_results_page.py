@@ -360,6 +360,17 @@ def test_missing_runs_only_the_seeds_an_entry_lacks_and_refuses_other_settings(t
     with pytest.raises(ValueError, match="another budget .*--only es-halfcheetah"):
         _run_entries([longer], tmp_path, None, workers=1, missing=True)
     assert path.read_text() == before
+    # as typed: one line naming what differs, exit 2, no cluster started, the file untouched
+    real = catalogue.entry("es-halfcheetah")
+    _fake_run(tmp_path, dataclasses.replace(real, budget={"env_steps": 1000}), [1.0])
+    saved_real = (tmp_path / page.DATA / f"{real.key}.json").read_text()
+    capsys.readouterr()
+    assert main(["bench", "results", "--root", str(tmp_path), "--only", real.key,
+                 "--missing"]) == 2
+    out, err = capsys.readouterr()
+    assert "\n" not in err.strip() and "Traceback" not in err
+    assert f"{real.key}: its saved seeds ran another budget than the catalogue's" in err
+    assert (tmp_path / page.DATA / f"{real.key}.json").read_text() == saved_real
 
 
 def test_a_commit_says_when_the_package_differs_from_it(tmp_path):
