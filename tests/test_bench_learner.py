@@ -46,11 +46,12 @@ def test_the_impala_case_is_the_deep_network_on_unrolls_of_frames():
 
 def test_the_shallow_impala_case_is_the_laptop_presets_atari_learner():
     """The learner Pong runs with here: the shallow torso, Pong's 6 actions, Adam."""
-    from esnb.bench.learner import _impala
+    from esnb.bench.learner import LAPTOP_FRAMES, _impala
 
     stats = _impala(torch.device("cpu"), 0, T=2, B=2, preset="laptop",
-                    torso="impala-shallow", actions=6)()
+                    torso="impala-shallow", actions=6, frames=LAPTOP_FRAMES)()
     assert np.isfinite(stats["loss"]) and stats["grad_norm"] > 0
+    assert LAPTOP_FRAMES == (4, 42, 42)
     assert CASES["impala-shallow"].samples == 32 * 20
 
 

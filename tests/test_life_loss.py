@@ -22,10 +22,12 @@ ENV = "ALE/Breakout-v5"
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def replay_lives(seed: int, actions) -> tuple[list[int], list[bool], list[np.ndarray]]:
+def replay_lives(seed: int, actions, **env_kwargs
+                 ) -> tuple[list[int], list[bool], list[np.ndarray]]:
     """Step a fresh game reset with ``seed`` through ``actions``: lives after each step,
-    whether the game ended there, and the observations."""
-    env = make_env(ENV)
+    whether the game ended there, and the observations (frames made with ``env_kwargs``, the
+    run's)."""
+    env = make_env(ENV, **env_kwargs)
     obs, info = env.reset(seed=int(seed))
     lives, ended, frames = [], [], []
     for a in actions:
@@ -52,7 +54,7 @@ def test_impala_ends_a_segment_at_a_lost_life_and_plays_the_game_on():
     first_reset = np.random.Generator(np.random.PCG64(np.random.SeedSequence(
         [cfg.seed, 0, 0]))).integers(2**31 - 1)
     actions = u["actions"][:, 0]
-    lives, ended, frames = replay_lives(first_reset, actions)
+    lives, ended, frames = replay_lives(first_reset, actions, **r.config.env_kwargs)
     n = len(lives)
     lost = [t for t in range(n) if lives[t] < (lives[t - 1] if t else 5)]
     assert len(lost) >= 2, "random play should lose lives within 700 steps"

@@ -80,28 +80,32 @@ def test_frame_skip_and_max_pool_match_the_raw_emulator():
     raw.close()
 
 
-def gymnasium_chain(env_id, terminal_on_life_loss=False, **kwargs):
+def gymnasium_chain(env_id, terminal_on_life_loss=False, screen_size=84, **kwargs):
     """What esnb's Atari envs are made to equal: gymnasium's own wrappers."""
     env = gym.make(env_id, frameskip=1, **{"repeat_action_probability": 0.0, **kwargs})
-    env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84,
+    env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4,
+                                          screen_size=screen_size,
                                           terminal_on_life_loss=terminal_on_life_loss,
                                           grayscale_obs=True, scale_obs=False)
     return gym.wrappers.FrameStackObservation(env, 4)
 
 
-@pytest.mark.parametrize("env_id, life_loss, kwargs", [
-    ("ALE/Breakout-v5", False, {}),
-    ("ALE/Breakout-v5", True, {}),  # lost lives end episodes mid frame-skip
-    ("ALE/Pong-v5", False, {"repeat_action_probability": 0.25,  # sticky actions
-                            "max_num_frames_per_episode": 1_001}),  # caps hit mid frame-skip
+@pytest.mark.parametrize("env_id, life_loss, size, kwargs", [
+    ("ALE/Breakout-v5", False, 84, {}),
+    ("ALE/Breakout-v5", True, 84, {}),  # lost lives end episodes mid frame-skip
+    ("ALE/Pong-v5", False, 84, {"repeat_action_probability": 0.25,  # sticky actions
+                                "max_num_frames_per_episode": 1_001}),  # caps mid frame-skip
+    ("ALE/Pong-v5", False, 42, {"max_num_frames_per_episode": 1_001}),  # RLlib's fast Pong
 ])
-def test_atari_frames_equal_gymnasiums_wrappers_step_for_step(env_id, life_loss, kwargs):
+def test_atari_frames_equal_gymnasiums_wrappers_step_for_step(env_id, life_loss, size, kwargs):
     """esnb's own Atari wrapper (AtariFrames) and gymnasium's AtariPreprocessing +
     FrameStackObservation, stepped side by side with the same actions through several
     episodes (seeded and unseeded resets): the same observations, rewards, ends and info at
-    every step."""
-    ours = make_env(env_id, terminal_on_life_loss=life_loss, **kwargs)
-    theirs = gymnasium_chain(env_id, terminal_on_life_loss=life_loss, **kwargs)
+    every step, at the papers' 84x84 and at 42x42."""
+    sized = {} if size == 84 else {"screen_size": size}
+    ours = make_env(env_id, terminal_on_life_loss=life_loss, **sized, **kwargs)
+    theirs = gymnasium_chain(env_id, terminal_on_life_loss=life_loss, screen_size=size,
+                             **kwargs)
     rng = np.random.default_rng(7)
     ends = []
     for seed in (11, None, 12, None):
@@ -113,7 +117,7 @@ def test_atari_frames_equal_gymnasiums_wrappers_step_for_step(env_id, life_loss,
             action = int(rng.integers(0, ours.action_space.n))
             a, r_a, term_a, trunc_a, info_a = ours.step(action)
             b, r_b, term_b, trunc_b, info_b = theirs.step(action)
-            assert a.dtype == b.dtype == np.uint8 and a.shape == b.shape == (4, 84, 84)
+            assert a.dtype == b.dtype == np.uint8 and a.shape == b.shape == (4, size, size)
             np.testing.assert_array_equal(a, b)
             assert (r_a, term_a, trunc_a, info_a) == (r_b, term_b, trunc_b, info_b)
             if term_a or trunc_a:
@@ -211,6 +215,10 @@ def test_bad_keywords_one_line_each():
         make_env("ALE/Pong-v5", frameskip=4)
     with pytest.raises(ValueError, match="terminal_on_life_loss applies to ALE ids"):
         make_env("MinAtar/Breakout-v1", terminal_on_life_loss=True)
+    with pytest.raises(ValueError, match="screen_size applies to ALE ids"):
+        make_env("MinAtar/Breakout-v1", screen_size=42)
+    with pytest.raises(ValueError, match=r"screen_size must be an int in \[8, 210\]"):
+        make_env("ALE/Pong-v5", screen_size=4)
 
 
 def test_vector_algorithms_refuse_pixel_envs():

@@ -325,6 +325,42 @@ def test_a_results_run_reads_finished_seeds_back_first_and_saves_after_each(tmp_
     assert (runs_dir / es.key / "seed0" / "summary.json").exists()
 
 
+def test_a_kept_run_folder_of_other_settings_is_refused_not_read_back(tmp_path, monkeypatch):
+    """A seed's kept run folder whose run had other settings than the entry gives it now (a
+    preset changed since): refused in one line naming what differs, before a cluster starts,
+    whether the run finished (it would be read back as the entry's) or stopped (it would
+    resume its old settings); the folder is untouched."""
+    import dataclasses
+
+    import esnb.cluster
+    from esnb.bench.results.command import _run_entries
+    from esnb.bench.results.runs import run_seed
+
+    es = dataclasses.replace(catalogue.entry("es-halfcheetah"), env="CartPole-v1",
+                             budget={"generations": 2}, eval_episodes=2, seeds=1,
+                             settings={"population": 8, "sigma": 0.05, "lr": 0.03,
+                                       "noise_size": 200_000, "max_episode_steps": 50})
+    runs_dir = tmp_path / "seeds"
+    folder = runs_dir / es.key / "seed0"
+    run_seed(es, 0, client=False, folder=folder)
+    run_seed(es, 0, client=False, folder=folder)  # the same settings: read back
+    before = (folder / "checkpoint.npz").read_bytes()
+    other = dataclasses.replace(es, settings={**es.settings, "lr": 0.05})
+
+    def no_cluster(*args, **kwargs):
+        raise AssertionError("a cluster started")
+
+    monkeypatch.setattr(esnb.cluster, "make_client", no_cluster)
+    said = r"seed0 ran other settings than es-halfcheetah seed 0 has now: lr 0.03 \(now 0.05\)"
+    with pytest.raises(ValueError, match=said):
+        _run_entries([other], tmp_path, None, workers=1, runs=runs_dir)
+    (folder / "summary.json").unlink()  # stopped before its end: it would resume
+    with pytest.raises(ValueError, match=said):
+        run_seed(other, 0, client=False, folder=folder)
+    assert (folder / "checkpoint.npz").read_bytes() == before
+    assert not (tmp_path / page.DATA / f"{es.key}.json").exists()
+
+
 def test_missing_runs_only_the_seeds_an_entry_lacks_and_refuses_other_settings(tmp_path,
                                                                                capsys):
     """``esnb bench results --only KEY --missing``: the seeds the saved entry has are kept as

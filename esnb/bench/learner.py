@@ -11,8 +11,10 @@ as in a run):
   actions, a batch of 32 unrolls of 20 steps, V-trace, the `paper` preset's optimiser
   (RMSProp with TensorFlow's semantics) and loss;
 - ``impala-shallow``: the learner of IMPALA's laptop preset on Atari (what Pong runs here): the
-  paper's shallow torso (two convolutions and a layer of 256), 6 actions (Pong's), 32 unrolls
-  of 20 steps, Adam;
+  paper's shallow torso (two convolutions and a layer of 256) over the preset's frames (4x42x42),
+  6 actions (Pong's), the preset's batch (32 unrolls of 20 steps), Adam;
+- ``impala-shallow-84``: the same learner over the papers' 84x84 frames (the laptop preset's
+  before it took 42x42: ``--cases impala-shallow impala-shallow-84`` compares them);
 - ``td3``: the TD3 learner of AES-RL/CEM-RL (Fujimoto et al. 2018 as AES-RL's App. A sizes
   it): twin critic and actor of 256-256 on HalfCheetah's 17/6 dimensions, batch 256, one
   ``td3_step`` (critic update, and every second one the actor's) per update.
@@ -76,8 +78,18 @@ def _apex_dqn(device, seed: int):
     return lambda: learner.update(batch, weights)
 
 
+def _laptop_atari() -> tuple[int, int, tuple[int, int, int]]:
+    """Unroll length, unrolls per batch and frame shape of IMPALA's laptop preset on Atari."""
+    from esnb.runners.impala.config import ImpalaConfig
+
+    laptop = ImpalaConfig.build(env="ALE/Pong-v5")
+    side = int(laptop.env_kwargs.get("screen_size", FRAMES[-1]))
+    return laptop.unroll_length, laptop.batch_size, (FRAMES[0], side, side)
+
+
 def _impala(device, seed: int, T: int = 20, B: int = 32,  # noqa: N803 - the paper's names
-            preset: str = "paper", torso: str = "impala-deep", actions: int = ATARI_ACTIONS):
+            preset: str = "paper", torso: str = "impala-deep", actions: int = ATARI_ACTIONS,
+            frames: tuple[int, int, int] = FRAMES):
     import gymnasium as gym
 
     from esnb.nets.conv import ConvTorso
@@ -86,12 +98,12 @@ def _impala(device, seed: int, T: int = 20, B: int = 32,  # noqa: N803 - the pap
     from esnb.rl.impala.unrolls import UnrollBatch
     from esnb.runners.impala.config import ImpalaConfig
 
-    obs_space = gym.spaces.Box(0, 255, FRAMES, np.uint8)
+    obs_space = gym.spaces.Box(0, 255, frames, np.uint8)
     # the loss's and optimiser's values (the preset on an Atari id: its Atari values)
     paper = ImpalaConfig.build(preset, env="ALE/Pong-v5")
     spec = ActorCriticSpec.for_spaces(obs_space, gym.spaces.Discrete(actions),
                                       paper.hidden, paper.activation, paper.init_log_std,
-                                      torso=ConvTorso(torso, FRAMES))
+                                      torso=ConvTorso(torso, frames))
     rng = np.random.default_rng(seed)
     learner = ImpalaLearner(spec, init_actor_critic(spec, rng), lr=paper.lr,
                             optimizer=paper.optimizer, obs_norm=False,
@@ -99,12 +111,12 @@ def _impala(device, seed: int, T: int = 20, B: int = 32,  # noqa: N803 - the pap
                             device=device)
     none = np.zeros(0, np.int64)
     batch = UnrollBatch(
-        obs=rng.integers(0, 256, (T + 1, B, int(np.prod(FRAMES))), dtype=np.uint8),
+        obs=rng.integers(0, 256, (T + 1, B, int(np.prod(frames))), dtype=np.uint8),
         actions=rng.integers(0, actions, (T, B)),
         rewards=rng.uniform(-1, 1, (T, B)).astype(np.float32),
         terminated=np.zeros((T, B), bool), truncated=np.zeros((T, B), bool),
         behaviour_log_probs=np.full((T, B), -np.log(actions), np.float32),
-        trunc_t=none, trunc_b=none, trunc_obs=np.zeros((0, int(np.prod(FRAMES))), np.uint8),
+        trunc_t=none, trunc_b=none, trunc_obs=np.zeros((0, int(np.prod(frames))), np.uint8),
         versions=np.zeros(B, np.int64))
     cfg = LossConfig.of(paper)
     return lambda: learner.step(batch, cfg, paper.lr)
@@ -131,15 +143,23 @@ def _td3(device, seed: int):
     return lambda: learner.td3_step(batch)
 
 
+LAPTOP_T, LAPTOP_B, LAPTOP_FRAMES = _laptop_atari()
 CASES = {
     "apex-dqn": Case("apex-dqn", "Nature conv + dueling 512", "512 transitions", 512,
                      _apex_dqn),
     "impala": Case("impala", "deep residual conv (15 layers)", "32 unrolls x 20", 640,
                    _impala),
-    "impala-shallow": Case("impala-shallow", "shallow conv + 256 (laptop preset)",
-                           "32 unrolls x 20", 640,
-                           lambda device, seed: _impala(device, seed, preset="laptop",
-                                                        torso="impala-shallow", actions=6)),
+    "impala-shallow": Case("impala-shallow", "shallow conv + 256, 42x42 (laptop preset)",
+                           f"{LAPTOP_B} unrolls x {LAPTOP_T}", LAPTOP_B * LAPTOP_T,
+                           lambda device, seed: _impala(device, seed, LAPTOP_T, LAPTOP_B,
+                                                        preset="laptop", torso="impala-shallow",
+                                                        actions=6, frames=LAPTOP_FRAMES)),
+    "impala-shallow-84": Case("impala-shallow-84", "shallow conv + 256, 84x84 (papers')",
+                              f"{LAPTOP_B} unrolls x {LAPTOP_T}",
+                              LAPTOP_B * LAPTOP_T,
+                              lambda device, seed: _impala(device, seed, LAPTOP_T, LAPTOP_B,
+                                                           preset="laptop",
+                                                           torso="impala-shallow", actions=6)),
     "td3": Case("td3", "twin critic + actor 256-256", "256 transitions", 256, _td3),
 }
 
@@ -231,11 +251,13 @@ def run(args) -> int:
     print()
     print(f"learner updates on {r['device']} (torch {r['torch']}, {r['torch_threads']} CPU "
           f"threads): median of {r['repeats']} interleaved rounds of {r['updates']} updates")
-    print(f"  {'learner':<16}{'network':<36}{'batch':<17}{'device':<8}{'layout':<15}"
+    wc = max(len("learner"), *(len(row["case"]) for row in r["rows"])) + 2
+    wn = max(len("network"), *(len(row["network"]) for row in r["rows"])) + 2
+    print(f"  {'learner':<{wc}}{'network':<{wn}}{'batch':<17}{'device':<8}{'layout':<15}"
           f"{'updates/s':>10}{'samples/s':>11}{'ms/update':>11}")
     by = {(row["case"], row["device"], row["layout"]): row for row in r["rows"]}
     for row in r["rows"]:
-        print(f"  {row['case']:<16}{row['network']:<36}{row['batch']:<17}{row['device']:<8}"
+        print(f"  {row['case']:<{wc}}{row['network']:<{wn}}{row['batch']:<17}{row['device']:<8}"
               f"{row['layout']:<15}{row['updates_per_s']:>10.2f}"
               f"{row['samples_per_s']:>11,.0f}{1000 * row['seconds_per_update']:>11.1f}")
     for name in args.cases:
@@ -249,4 +271,9 @@ def run(args) -> int:
                 ratio = (by[(name, where, "channels-last")]["updates_per_s"]
                          / by[(name, where, "contiguous")]["updates_per_s"])
                 print(f"  {name} on {where}: channels-last / contiguous = {ratio:.2f}x")
+    if {"impala-shallow", "impala-shallow-84"} <= set(args.cases):
+        for where in dict.fromkeys(row["device"] for row in r["rows"]):
+            ratio = (by[("impala-shallow", where, layouts[0])]["updates_per_s"]
+                     / by[("impala-shallow-84", where, layouts[0])]["updates_per_s"])
+            print(f"  the shallow learner on {where}: 42x42 / 84x84 frames = {ratio:.2f}x")
     return session.done(args, r, rerun="esnb bench learner")

@@ -11,7 +11,8 @@ for MinAtar. Choices, each with its source:
   DQN, "Methods: Preprocessing" and Extended Data Table 1), which Ape-X (Horgan et al. 2018)
   and IMPALA (Espeholt et al. 2018) follow: up to 30 no-op actions at reset; the action
   repeated 4 frames, the observation the pixel-wise max of the last two (flicker); grey,
-  resized to 84x84; the last 4 observations stacked.
+  resized to 84x84 (``screen_size`` changes the side: 42 is RLlib's tuned fast Pong's, a
+  quarter of the pixels); the last 4 observations stacked.
 - **frameskip=1 on the ALE env**: v5 ids skip 4 frames themselves; the wrapper skips (and
   max-pools) instead, so the raw env must not skip too (16 frames per step otherwise).
 - **repeat_action_probability=0**: v5 ids default to sticky actions (0.25, Machado et al. 2018,
@@ -42,7 +43,7 @@ import importlib
 import gymnasium as gym
 import numpy as np
 
-from esnb.envs.atari_frames import FRAME_SKIP, AtariFrames
+from esnb.envs.atari_frames import FRAME_SKIP, SCREEN_SIZE, AtariFrames
 
 ATARI = "ALE/"
 MINATAR = "MinAtar/"
@@ -107,7 +108,8 @@ def _channels_first(obs: np.ndarray) -> np.ndarray:
 
 
 def make_pixel_env(env_id: str, max_episode_steps: int | None = None,
-                   terminal_on_life_loss: bool = False, **kwargs) -> gym.Env:
+                   terminal_on_life_loss: bool = False, screen_size: int | None = None,
+                   **kwargs) -> gym.Env:
     """A preprocessed pixel environment (see the module docstring for every choice).
 
     Parameters
@@ -119,6 +121,8 @@ def make_pixel_env(env_id: str, max_episode_steps: int | None = None,
         frames (:data:`ATARI_MAX_STEPS`), MinAtar has none.
     terminal_on_life_loss : bool
         Atari only: a lost life ends the episode (for learning actors, not evaluation).
+    screen_size : int, optional
+        Atari only: the frames' side (84 as the papers; 42 as RLlib's tuned fast Pong).
     **kwargs
         Passed to ``gymnasium.make`` (e.g. ``repeat_action_probability``, ``mode``).
     """
@@ -131,12 +135,15 @@ def make_pixel_env(env_id: str, max_episode_steps: int | None = None,
         options = {"repeat_action_probability": 0.0, "obs_type": "grayscale", **kwargs,
                    "frameskip": 1}
         env = gym.make(env_id, disable_env_checker=True, **options)
-        env = AtariFrames(env, terminal_on_life_loss=bool(terminal_on_life_loss))
+        env = AtariFrames(env, terminal_on_life_loss=bool(terminal_on_life_loss),
+                          screen_size=SCREEN_SIZE if screen_size is None else screen_size)
         if max_episode_steps is None:
             max_episode_steps = ATARI_MAX_STEPS
     else:
         if terminal_on_life_loss:
             raise ValueError(f"terminal_on_life_loss applies to ALE ids, not {env_id!r}")
+        if screen_size is not None:
+            raise ValueError(f"screen_size applies to ALE ids, not {env_id!r}")
         env = gym.make(env_id, disable_env_checker=True, **kwargs)
         h, w, k = env.observation_space.shape
         space = gym.spaces.Box(0, 1, shape=(k, h, w), dtype=np.uint8)

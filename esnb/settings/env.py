@@ -21,7 +21,9 @@ class EnvSettings(Settings):
     max_episode_steps: int | None = setting(None, kind="int", low=1,
                                             help="episode cap (none: the env's own limit; "
                                                  "reaching it is a truncation)")
-    env_kwargs: dict = setting({}, help="extra gymnasium.make arguments (JSON on the CLI)")
+    env_kwargs: dict = setting({}, help="extra gymnasium.make arguments (JSON on the CLI); "
+                                        "added to a preset's for the env (its keys win); "
+                                        "Atari ids also take screen_size (84)")
 
 
 @dataclass(frozen=True)

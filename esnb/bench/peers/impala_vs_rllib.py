@@ -5,18 +5,19 @@ alternating), medians reported:
 
 - **environment**: each side's own Atari recipe, as a user of it builds it: for esnb
   :func:`esnb.envs.make_env` (frame skip 4 with a max over the last two frames, up to 30
-  no-ops, 84x84 grey, 4 frames stacked, ``repeat_action_probability=0``); for RLlib
-  ``wrap_atari_for_new_api_stack`` at 84x84 with 4 frames stacked over the same ALE game
+  no-ops, grey, 4 frames stacked, ``repeat_action_probability=0``); for RLlib
+  ``wrap_atari_for_new_api_stack`` with 4 frames stacked over the same ALE game
   (its frame skip and max, 30 no-ops, a lost life ending an episode, FIRE on reset, frames
   scaled to float32 in [-1, 1] in the environment, channels last): the same emulator frames
-  per agent step on both sides;
+  per agent step on both sides, resized to the same side (``--screen-size``: 84, the papers',
+  by default);
 - **network**: IMPALA's shallow torso for esnb (``torso="auto"``: conv 16 8x8/4, conv 32
   4x4/2, fully connected 256, ReLU; policy and value heads); for RLlib its default CNN encoder
   given the same filters (``conv_filters`` 16 8x8/4, 32 4x4/2, ``head_fcnet_hiddens`` 256):
   the same layers, RLlib's head adds its own value branch;
 - **actors**: esnb's ``--workers`` LocalCluster processes, 2 slots of 16 environments each
-  (ImpalaConfig's defaults); RLlib as many env-runner processes, each stepping
-  ``2 x 16`` environments (the same 64 environments in all);
+  (ImpalaConfig's defaults, given on both sides); RLlib as many env-runner processes, each
+  stepping ``2 x 16`` environments (the same 64 environments in all);
 - **learner**: batch 32 unrolls x 20 steps (640 agent steps per update) for both, CPU only,
   in the driver process (RLlib: ``num_learners=0``);
 - **counting**: *agent steps* (each is 4 ALE frames with frame skip 4; multiply by 4 for
@@ -41,7 +42,7 @@ from esnb.bench.peers.versions import peer_versions
 from esnb.settings import integer
 
 ENV = "ALE/Pong-v5"
-#: ImpalaConfig's defaults, used by both sides: unroll length, unrolls per update, slots per
+#: ImpalaConfig's defaults, given to both sides: unroll length, unrolls per update, slots per
 #: worker, environments per slot
 UNROLL, BATCH, SLOTS, ENVS = 20, 32, 2, 16
 #: IMPALA's shallow torso as RLlib filters ([channels, kernel, stride]) and head
@@ -55,15 +56,18 @@ MISSING = ("RLlib is not importable by {python}: install the extra there (pip in
 RAY_START_FAILED, ATTEMPTS = "timed out during startup", 5
 
 #: esnb's IMPALA in a fresh interpreter (the arguments of memory.child: mode, workers,
-#: iterations, unused, env)
+#: iterations, the frames' side, env); SETTINGS (prepended by :func:`esnb_rate`) define
+#: UNROLL, BATCH, SLOTS and ENVS
 ESNB_CHILD = r'''
 import json, logging, sys, time
 mode, env = sys.argv[1], sys.argv[5]
-workers, iterations = int(sys.argv[2]), int(sys.argv[3])
+workers, iterations, screen = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 from esnb.cluster import make_client
 from esnb.runners.impala import Impala
 client = make_client(workers, dashboard_address=":0", silence_logs=logging.ERROR)
-r = Impala(env, client=client, eval_interval=0, seed=0, name="bench-vs-rllib")
+r = Impala(env, client=client, eval_interval=0, seed=0, name="bench-vs-rllib",
+           env_kwargs={"screen_size": screen}, unroll_length=UNROLL, batch_size=BATCH,
+           actors_per_worker=SLOTS, envs_per_actor=ENVS)
 r.step(1)
 h = r.history
 steps0, trained0, updates0 = (int(h[c].iloc[-1]) for c in
@@ -87,7 +91,7 @@ print("ESNB-BENCH " + json.dumps(out), flush=True)
 RLLIB_CHILD = r'''
 import json, logging, os, sys, time
 mode, env_id = sys.argv[1], sys.argv[5]
-workers, iterations = int(sys.argv[2]), int(sys.argv[3])
+workers, iterations, screen = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 import gymnasium as gym
 import ray
 from ray.rllib.algorithms.impala import IMPALAConfig
@@ -96,13 +100,13 @@ from ray.tune.registry import register_env
 
 def creator(cfg):
     # RLlib's own Atari recipe, as its examples build it: the ALE env without gymnasium's
-    # frame skip, then wrap_atari_for_new_api_stack (84x84 grey, max over 4 skipped frames,
+    # frame skip, then wrap_atari_for_new_api_stack (screen x screen grey, max over 4 frames,
     # up to 30 no-ops, a lost life ends an episode, FIRE on reset, 4 frames stacked last)
     import ale_py
     from ray.rllib.env.wrappers.atari_wrappers import wrap_atari_for_new_api_stack
     gym.register_envs(ale_py)
     return wrap_atari_for_new_api_stack(
-        gym.make(env_id, frameskip=1, repeat_action_probability=0.0), dim=84, framestack=4)
+        gym.make(env_id, frameskip=1, repeat_action_probability=0.0), dim=screen, framestack=4)
 
 register_env("esnb-pong", creator)
 ray.init(num_cpus=workers + 1, include_dashboard=False, logging_level=logging.ERROR,
@@ -158,6 +162,9 @@ def add_arguments(p) -> None:
     p.add_argument("--iterations", type=integer(1), default=5,
                    help="timed iterations per run, after one warm-up (esnb: 10 learner "
                         "updates each; RLlib: one algo.train())")
+    p.add_argument("--screen-size", type=integer(8), default=84, metavar="PIXELS",
+                   help="the frames' side on both sides (84: the papers'; the laptop preset "
+                        "trains Pong at 42, as RLlib's tuned fast Pong)")
     p.add_argument("--rllib-python", default=sys.executable, metavar="PATH",
                    help="the python that runs RLlib, with the extra installed (pip install "
                         "'esnb[rllib]') (default: this interpreter)")
@@ -177,18 +184,22 @@ def rates(out: dict, workers: int) -> dict:
             "learner_fps": out["trained"] / out["seconds"]}
 
 
-def esnb_rate(env: str, workers: int, iterations: int) -> dict:
+def esnb_rate(env: str, workers: int, iterations: int, screen: int = 84) -> dict:
     """esnb's IMPALA on ``env`` in a fresh interpreter: agent steps sampled and trained."""
-    return rates(child("esnb", workers, iterations, 0, env, source=ESNB_CHILD), workers)
+    settings = f"UNROLL, BATCH, SLOTS, ENVS = {UNROLL}, {BATCH}, {SLOTS}, {ENVS}\n"
+    return rates(child("esnb", workers, iterations, screen, env, source=settings + ESNB_CHILD),
+                 workers)
 
 
-def rllib_rate(env: str, workers: int, iterations: int, python: str) -> dict:
+def rllib_rate(env: str, workers: int, iterations: int, python: str,
+               screen: int = 84) -> dict:
     """RLlib's IMPALA on ``env`` in a fresh ``python``: agent steps sampled and trained."""
     settings = (f"UNROLL, BATCH, ENVS, CONV, HEAD = {UNROLL}, {BATCH}, {SLOTS * ENVS}, "
                 f"{CONV!r}, {HEAD!r}\n")
     for attempt in range(1, ATTEMPTS + 1):
         try:
-            out = child("rllib", workers, iterations, 0, env, source=settings + RLLIB_CHILD,
+            out = child("rllib", workers, iterations, screen, env,
+                        source=settings + RLLIB_CHILD,
                         python=python)
             break
         except RuntimeError as exc:
@@ -204,14 +215,14 @@ KEYS = ("actor_fps", "learner_fps")
 
 
 def measure(env: str = ENV, workers: int = 2, rounds: int = 2, iterations: int = 5,
-            python: str = sys.executable, progress=print) -> dict:
+            python: str = sys.executable, progress=print, screen: int = 84) -> dict:
     version = check_rllib(python)
     runs: dict = {"esnb": [], "rllib": []}
     for r in range(rounds):
         # alternate who goes first: neither always meets the machine after the other
         for name in ("esnb", "rllib") if r % 2 == 0 else ("rllib", "esnb"):
-            out = (esnb_rate(env, workers, iterations) if name == "esnb"
-                   else rllib_rate(env, workers, iterations, python))
+            out = (esnb_rate(env, workers, iterations, screen) if name == "esnb"
+                   else rllib_rate(env, workers, iterations, python, screen))
             if not (out["sampled"] and out["trained"]):
                 # seen with ray 2.60 on this machine (BENCHMARKS.md): no ratio to print
                 raise ValueError(f"{name} sampled {out['sampled']} and trained {out['trained']} "
@@ -223,18 +234,21 @@ def measure(env: str = ENV, workers: int = 2, rounds: int = 2, iterations: int =
     med = {name: {k: statistics.median(o[k] for o in runs[name]) for k in KEYS}
            for name in runs}
     return {"env": env, "workers": workers, "rounds": rounds, "iterations": iterations,
-            "ray": version, "unroll": UNROLL, "batch": BATCH, "envs": workers * SLOTS * ENVS,
+            "ray": version, "screen": screen, "unroll": UNROLL, "batch": BATCH,
+            "envs": workers * SLOTS * ENVS,
             "rllib_params": runs["rllib"][-1].get("params"), "median": med, "runs": runs,
             "ratio": {k: med["esnb"][k] / med["rllib"][k] for k in KEYS}}
 
 
 def run(args) -> int:
     session = Session()
-    r = measure(args.env, args.workers, args.rounds, args.iterations, args.rllib_python)
+    r = measure(args.env, args.workers, args.rounds, args.iterations, args.rllib_python,
+                screen=args.screen_size)
     print()
     print(f"impala-vs-rllib on {r['env']}: agent steps/s (x4 = ALE frames), median of "
           f"{r['rounds']} alternating rounds of {r['iterations']} timed iterations; "
-          f"{r['workers']} actor processes, {r['envs']} environments, batch {r['batch']} x "
+          f"{r['workers']} actor processes, {r['envs']} environments, {r['screen']}x"
+          f"{r['screen']} frames, batch {r['batch']} x "
           f"unroll {r['unroll']}; ray {r['ray']}")
     print(f"  {'':<10}{'actors':>12}{'learner':>12}")
     for name in ("esnb", "rllib"):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from esnb.bench.results import page
 from esnb.bench.results.catalogue import ENTRIES, entry
-from esnb.bench.results.runs import hardware, load, run_seed, save
+from esnb.bench.results.runs import check_kept_folder, hardware, load, run_seed, save
 from esnb.settings import integer
 
 
@@ -101,6 +101,10 @@ def _run_entries(entries, root: Path, seeds: int | None, workers: int,
     from esnb.cluster import make_client
 
     kept = {e.key: _saved_seeds(e, root) if missing else ([], None, None) for e in entries}
+    if runs is not None:  # a kept folder of other settings is refused before a cluster starts
+        for e in entries:
+            for seed in range(e.seeds if seeds is None else seeds):
+                check_kept_folder(e, seed, runs / e.key / f"seed{seed}")
     client = make_client(workers, dashboard_address=":0", silence_logs=logging.ERROR)
     try:
         for e in entries:

@@ -59,6 +59,7 @@ def run_seed(entry: Entry, seed: int, client, folder: Path | None = None) -> dic
     from esnb.session.run import run
 
     folder = Path(folder)
+    check_kept_folder(entry, seed, folder)
     if (folder / "summary.json").exists() and (folder / "history.csv").exists():
         return _finished_seed(seed, folder)  # run to its end before: read, not run again
     resume = (folder / "checkpoint.npz").exists() and not (folder / "summary.json").exists()
@@ -76,6 +77,37 @@ def run_seed(entry: Entry, seed: int, client, folder: Path | None = None) -> dic
     # kept beside the run: a seed read back in a later session says where it ran
     (folder / RAN).write_text(json.dumps(ran) + "\n")
     return _seed_row(seed, outcome.summary, pd.DataFrame(outcome.records), ran)
+
+
+def check_kept_folder(entry: Entry, seed: int, folder: Path | None) -> None:
+    """Refuse (``ValueError``, one line) a seed's kept run folder whose run has other settings
+    than the ones ``entry`` gives that seed now: a finished run would be read back as the
+    entry's, a stopped one resumed with its old settings, after a preset changed under them.
+
+    Settings the preset leaves to the runner (``None``: e.g. ``obs_norm``, decided by the
+    action space) are not compared; a folder without a run passes.
+    """
+    if folder is None or entry.algorithm == "eorl-table":
+        return
+    folder = Path(folder)
+    saved = None
+    if (folder / "summary.json").exists():
+        saved = json.loads((folder / "summary.json").read_text()).get("config")
+    elif (folder / "checkpoint.npz").exists():
+        from esnb.record import load_checkpoint
+
+        saved = load_checkpoint(folder / "checkpoint.npz")[0].get("config")
+    if saved is None:
+        return
+    from esnb.runners.registry import algorithms
+
+    config = algorithms()[entry.algorithm].load_config()
+    now = config.build(entry.preset, env=entry.env, seed=seed, **entry.settings).to_dict()
+    differ = [f"{k} {saved.get(k)!r} (now {v!r})" for k, v in now.items()
+              if v is not None and saved.get(k) != v]
+    if differ:
+        raise ValueError(f"{folder} ran other settings than {entry.key} seed {seed} has now: "
+                         f"{'; '.join(differ)}; move the folder away to run the seed again")
 
 
 def _seed_row(seed: int, summary: dict[str, Any], history,
