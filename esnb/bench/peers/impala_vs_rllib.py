@@ -80,7 +80,7 @@ out = {"sampled": int(h.env_steps.iloc[-1]) - steps0,
        "trained": int(h.frames_trained.iloc[-1]) - trained0,
        "updates": int(h.learner_steps.iloc[-1]) - updates0, "seconds": seconds,
        "unroll": r.config.unroll_length, "batch": r.config.batch_size,
-       "envs": r.n_actors * r.config.envs_per_actor}
+       "envs": r.n_actors * r.config.envs_per_actor, "side": r.spec.torso.in_shape[-1]}
 r.close()
 client.close()
 print("ESNB-BENCH " + json.dumps(out), flush=True)
