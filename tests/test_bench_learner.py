@@ -51,7 +51,7 @@ def test_the_shallow_impala_case_is_the_laptop_presets_atari_learner():
     stats = _impala(torch.device("cpu"), 0, T=2, B=2, preset="laptop",
                     torso="impala-shallow", actions=6, frames=LAPTOP_FRAMES)()
     assert np.isfinite(stats["loss"]) and stats["grad_norm"] > 0
-    assert LAPTOP_FRAMES == (4, 42, 42)
+    assert LAPTOP_FRAMES == (4, 84, 84)
     assert CASES["impala-shallow"].samples == 32 * 20
 
 

@@ -39,7 +39,7 @@ def test_the_learners_batch_is_the_actors_frames_and_log_probs():
         # game reset with the seed the slot drew first
         seed = np.random.Generator(np.random.PCG64(np.random.SeedSequence(
             [cfg.seed, 0, 0]))).integers(2**31 - 1)
-        env = make_env("ALE/Pong-v5", **r.config.env_kwargs)  # the laptop preset's 42x42
+        env = make_env("ALE/Pong-v5", **r.config.env_kwargs)  # the frames the run makes
         obs, _ = env.reset(seed=int(seed))
         E = cfg.envs_per_actor
         for s in range(2):  # unroll u = s * E + e
@@ -56,7 +56,7 @@ def test_the_learners_batch_is_the_actors_frames_and_log_probs():
         batch = queue.take(2 * E, T)
         np.testing.assert_array_equal(batch.obs, u["obs"])
         np.testing.assert_array_equal(batch.actions, u["actions"])
-        assert batch.obs.dtype == np.uint8 and batch.obs.shape == (T + 1, 2 * E, 4 * 42 * 42)
+        assert batch.obs.dtype == np.uint8 and batch.obs.shape == (T + 1, 2 * E, 4 * 84 * 84)
         # (3) the learner's log pi of the taken actions is the actors' log mu, frame by frame
         x = vtrace_inputs(learner.model, batch, LossConfig.of(r.config))
         logp = x["logp"].detach().numpy()

@@ -11,10 +11,10 @@ as in a run):
   actions, a batch of 32 unrolls of 20 steps, V-trace, the `paper` preset's optimiser
   (RMSProp with TensorFlow's semantics) and loss;
 - ``impala-shallow``: the learner of IMPALA's laptop preset on Atari (what Pong runs here): the
-  paper's shallow torso (two convolutions and a layer of 256) over the preset's frames (4x42x42),
+  paper's shallow torso (two convolutions and a layer of 256) over the preset's frames (4x84x84),
   6 actions (Pong's), the preset's batch (32 unrolls of 20 steps), Adam;
-- ``impala-shallow-84``: the same learner over the papers' 84x84 frames (the laptop preset's
-  before it took 42x42: ``--cases impala-shallow impala-shallow-84`` compares them);
+- ``impala-shallow-42``: the same learner over frames of 42x42 (``env_kwargs`` screen_size 42,
+  RLlib's tuned fast Pong's): ``--cases impala-shallow impala-shallow-42`` compares them;
 - ``td3``: the TD3 learner of AES-RL/CEM-RL (Fujimoto et al. 2018 as AES-RL's App. A sizes
   it): twin critic and actor of 256-256 on HalfCheetah's 17/6 dimensions, batch 256, one
   ``td3_step`` (critic update, and every second one the actor's) per update.
@@ -149,17 +149,18 @@ CASES = {
                      _apex_dqn),
     "impala": Case("impala", "deep residual conv (15 layers)", "32 unrolls x 20", 640,
                    _impala),
-    "impala-shallow": Case("impala-shallow", "shallow conv + 256, 42x42 (laptop preset)",
+    "impala-shallow": Case("impala-shallow", "shallow conv + 256, 84x84 (laptop preset)",
                            f"{LAPTOP_B} unrolls x {LAPTOP_T}", LAPTOP_B * LAPTOP_T,
                            lambda device, seed: _impala(device, seed, LAPTOP_T, LAPTOP_B,
                                                         preset="laptop", torso="impala-shallow",
                                                         actions=6, frames=LAPTOP_FRAMES)),
-    "impala-shallow-84": Case("impala-shallow-84", "shallow conv + 256, 84x84 (papers')",
+    "impala-shallow-42": Case("impala-shallow-42", "shallow conv + 256, 42x42",
                               f"{LAPTOP_B} unrolls x {LAPTOP_T}",
                               LAPTOP_B * LAPTOP_T,
                               lambda device, seed: _impala(device, seed, LAPTOP_T, LAPTOP_B,
                                                            preset="laptop",
-                                                           torso="impala-shallow", actions=6)),
+                                                           torso="impala-shallow", actions=6,
+                                                           frames=(FRAMES[0], 42, 42))),
     "td3": Case("td3", "twin critic + actor 256-256", "256 transitions", 256, _td3),
 }
 
@@ -271,9 +272,9 @@ def run(args) -> int:
                 ratio = (by[(name, where, "channels-last")]["updates_per_s"]
                          / by[(name, where, "contiguous")]["updates_per_s"])
                 print(f"  {name} on {where}: channels-last / contiguous = {ratio:.2f}x")
-    if {"impala-shallow", "impala-shallow-84"} <= set(args.cases):
+    if {"impala-shallow", "impala-shallow-42"} <= set(args.cases):
         for where in dict.fromkeys(row["device"] for row in r["rows"]):
-            ratio = (by[("impala-shallow", where, layouts[0])]["updates_per_s"]
-                     / by[("impala-shallow-84", where, layouts[0])]["updates_per_s"])
+            ratio = (by[("impala-shallow-42", where, layouts[0])]["updates_per_s"]
+                     / by[("impala-shallow", where, layouts[0])]["updates_per_s"])
             print(f"  the shallow learner on {where}: 42x42 / 84x84 frames = {ratio:.2f}x")
     return session.done(args, r, rerun="esnb bench learner")

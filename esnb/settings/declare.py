@@ -263,14 +263,8 @@ class Settings:
         values = cls.preset_values(preset)
         # the environment's own values of the preset, under what is given
         env = str(overrides.get("env", values.get("env", "")))
-        for_env = cls.preset_for_env(preset, env)[0]
-        values.update(for_env)
-        # a mapping given adds to the one the preset gives this env (its keys win): env_kwargs
-        # of a user keep the laptop preset's Atari frame size unless they name it
-        values = {**values, **{name: {**for_env[name], **given}
-                               if isinstance(given, Mapping) and isinstance(for_env.get(name),
-                                                                           Mapping)
-                               else given for name, given in overrides.items()}}
+        values.update(cls.preset_for_env(preset, env)[0])
+        values = {**values, **overrides}
         return cls(**cls.prepare(values))
 
     @classmethod

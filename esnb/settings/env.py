@@ -22,7 +22,6 @@ class EnvSettings(Settings):
                                             help="episode cap (none: the env's own limit; "
                                                  "reaching it is a truncation)")
     env_kwargs: dict = setting({}, help="extra gymnasium.make arguments (JSON on the CLI); "
-                                        "added to a preset's for the env (its keys win); "
                                         "Atari ids also take screen_size (84)")
 
 

@@ -163,8 +163,8 @@ def add_arguments(p) -> None:
                    help="timed iterations per run, after one warm-up (esnb: 10 learner "
                         "updates each; RLlib: one algo.train())")
     p.add_argument("--screen-size", type=integer(8), default=84, metavar="PIXELS",
-                   help="the frames' side on both sides (84: the papers'; the laptop preset "
-                        "trains Pong at 42, as RLlib's tuned fast Pong)")
+                   help="the frames' side on both sides (84: the papers' and esnb's laptop "
+                        "preset's; 42: RLlib's tuned fast Pong's)")
     p.add_argument("--rllib-python", default=sys.executable, metavar="PATH",
                    help="the python that runs RLlib, with the extra installed (pip install "
                         "'esnb[rllib]') (default: this interpreter)")

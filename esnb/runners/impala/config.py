@@ -51,18 +51,18 @@ class ImpalaConfig(EnvSettings):
         "above are the released code's DMLab ones")}
     laptop_by_env = {"ALE/": (
         {"lr": 5e-4, "lr_schedule": "constant", "updates_per_iteration": 10,
-         "eval_interval": 500, "env_kwargs": {"screen_size": 42}},
+         "eval_interval": 500},
         "measured on Pong, 2 cores: RLlib's tuned Pong IMPALA (Adam 5e-4, about constant, "
         "batches of ~1,000 steps, summed losses clipped at 40) as esnb settings (Adam 5e-4 "
         "constant, batches of 32 unrolls of 20) is the first setting seen to move Pong here: "
         "the training return rose from -20.3 to -18.8 and the entropy fell from 1.785 to 1.705 "
-        "between 3M and 4M agent steps. Frames of 42x42 (RLlib's fast Pong's dim=42) instead "
-        "of 84x84: 2.2x the agent steps a second here (1,560-1,700 against 660-760; the "
-        "learner's convolutions a quarter the size) with the same training return to 2.5M "
-        "steps. Adam 2.5e-4 with batches of 4 (and A2C's RMSProp carried over) kept the policy "
-        "uniform for 3M steps; at RMSProp 7e-4 with batches of 4 the conv torso stops seeing "
-        "the frames, and so did the value with unrolls of 50 in batches of 16 (docs/notes.md). "
-        "Evaluations of whole games every 500 learner steps, 10 learner steps a history row")}
+        "between 3M and 4M agent steps. Adam 2.5e-4 with batches of 4 (and A2C's RMSProp "
+        "carried over) kept the policy uniform for 3M steps; at RMSProp 7e-4 with batches of 4 "
+        "the conv torso stops seeing the frames, and so did the value with unrolls of 50 "
+        "(docs/notes.md). Frames stay 84x84: at 42x42 (env_kwargs screen_size, RLlib's fast "
+        "Pong's) a run makes 2.2x the agent steps a second here, but seed 0 was still at -20.1 "
+        "with a uniform policy at 4.4M agent steps where at 84x84 it was at -17.8. Evaluations "
+        "of whole games every 500 learner steps, 10 learner steps a history row")}
 
     env: str = derive(EnvSettings, "env",
                       help="gymnasium id with Box observations (vectors, or frames: ALE/<Game>-v5, "
