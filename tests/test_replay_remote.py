@@ -231,3 +231,19 @@ def test_recovery_checkpoints_are_fetched_while_the_run_goes_on(client, tmp_path
         assert replay.latest["inserted"] == done["inserted"] and replay.checkpoints == 1
     finally:
         replay.close()
+
+
+def test_closing_removes_the_recovery_file_and_partial_writes_a_killed_writer_left(tmp_path):
+    """A run killed while its replay's recovery checkpoint was being written leaves the
+    writer's temporary file beside it; once the resumed run closes, neither stays (files of
+    other names do)."""
+    from esnb.runners.replay_recovery import remove_owned
+
+    path = tmp_path / "checkpoint.replay-recovery.npz"
+    partial = tmp_path / "checkpoint.replay-recovery.npz6n5__e68.tmp"
+    other = tmp_path / "checkpoint.npz"
+    for f in (path, partial, other):
+        f.write_bytes(b"x")
+    remove_owned(None, str(path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.npz"]
+    remove_owned(None, str(path))  # nothing left to remove: no error

@@ -13,6 +13,7 @@ checkpoint or the file a runner's checkpoint was paired with, see
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import shutil
@@ -130,11 +131,15 @@ class RecoveryCheckpoints:
 
 def remove_owned(folder: str | None, path: str | None) -> None:
     """Remove a service's private checkpoint directory, or its own checkpoint file (on close,
-    or when the process exits without one)."""
+    or when the process exits without one) with the partial writes of it that a killed writer
+    left (``<name>*.tmp``: a run killed mid-write and resumed leaves one beside the file)."""
     if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
         return
     _unlink(path)
+    if path is not None:
+        for partial in glob.glob(glob.escape(path) + "*.tmp"):
+            _unlink(partial)
 
 
 def _unlink(path: str | None) -> None:
