@@ -17,7 +17,7 @@ PEERS = {
                        "HalfCheetah-v5", ("--population", "--generations", "--steps"),
                        (["--population", "5"], "population must be even")),
     "impala-vs-rllib": ("ray", "rllib", "--rllib-python", "--rounds", "ALE/Pong-v5",
-                        ("--iterations",),
+                        ("--iterations", "--screen-size"),
                         (["--iterations", "0"], "--iterations: must be an integer >= 1")),
 }
 
@@ -49,6 +49,12 @@ def test_without_the_peer_one_line_names_the_extra_and_the_flag(name, given):
     assert f"pip install 'esnb[{extra}]'" in lines[0] and flag in lines[0]
     assert sys.executable in lines[0]
     assert "round" not in p.stdout  # checked before anything is measured
+
+
+def test_a_frame_size_too_small_is_one_clear_line():
+    p = bench("impala-vs-rllib", "--screen-size", "4")
+    assert p.returncode == 2 and "--screen-size: must be an integer >= 8" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and "round" not in p.stdout
 
 
 @pytest.mark.parametrize("name", sorted(PEERS))
