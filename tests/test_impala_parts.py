@@ -20,6 +20,7 @@ from esnb.rl.impala.learner import (
 )
 from esnb.rl.impala.unrolls import UnrollQueue
 from esnb.rl.impala.vtrace import vtrace
+from esnb.rl.optim import RMSprop
 from esnb.runners.impala.config import ImpalaConfig
 from esnb.runners.impala.tasks import ActorConfig, drop_actors, impala_evaluate, impala_unrolls
 
@@ -292,7 +293,7 @@ def test_rmsprop_epsilon_and_decay_are_settings(cartpole):
     learner = learner_of(spec, flat, optimizer="rmsprop", rmsprop_eps=0.01,
                          rmsprop_decay=0.95)
     group = learner.opt.param_groups[0]
-    assert isinstance(learner.opt, torch.optim.RMSprop)
+    assert isinstance(learner.opt, RMSprop)  # torch.optim.RMSprop's rule (tests/test_optim.py)
     assert (group["eps"], group["alpha"], group["momentum"]) == (0.01, 0.95, 0)
     default = learner_of(spec, flat, optimizer="rmsprop").opt.param_groups[0]
     assert (default["eps"], default["alpha"]) == (0.1, 0.99)  # the released code's

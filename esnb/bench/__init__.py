@@ -8,6 +8,8 @@ timing one thing after the other, and reports medians. Grouped by what each part
   paper's tables and figures beside esnb's runs (``paper.py``, for ``notebooks/``);
 - :mod:`~esnb.bench.learner`: every torch learner at its paper's size on one device;
   :mod:`~esnb.bench.frames`: Atari's preprocessed agent steps against gymnasium's wrappers;
+  :mod:`~esnb.bench.startup`: a fresh process to its first optimizer step (torch.optim's
+  compiler import against esnb's optimizers);
 - :mod:`~esnb.bench.peers`: esnb against a peer library (EvoTorch, RLlib) in an interpreter of
   the peer's own;
 - :mod:`~esnb.bench.soak`: long runs, faults and signals (memory flat, nothing lost uncounted,
@@ -29,6 +31,7 @@ BENCHMARKS: dict[str, str] = {
     "noise": "esnb.bench.es.noise",
     "replay": "esnb.bench.apex.replay",
     "learner": "esnb.bench.learner",
+    "startup": "esnb.bench.startup",
     "atari-frames": "esnb.bench.frames",
     "apex": "esnb.bench.apex.learning",
     "apex-scaling": "esnb.bench.apex.scaling",

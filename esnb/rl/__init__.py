@@ -7,7 +7,8 @@ algorithm. Runtimes (actor loops, training loops) are the runners' (:mod:`esnb.r
 - :mod:`esnb.rl.eorl`: EORL's Monte-Carlo DQN population (Khadilkar 2023);
 - shared: :mod:`esnb.rl.constants` (the learners' published constants and option names,
   importable without torch: the configs and the CLI read them) and :mod:`esnb.rl.optim`
-  (torch optimizers and their state as flat arrays: Ape-X and TD3).
+  (the learners' optimizers -- torch.optim's updates bit for bit, without its import of
+  torch's compiler -- and their state as flat arrays).
 
 Public names are re-exported below, one import line per module (numpy only).
 """

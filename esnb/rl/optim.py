@@ -1,5 +1,14 @@
 """Optimizers of the RL learners and their state as flat arrays (for checkpoints).
 
+**Why not torch.optim.** ``torch.optim.Optimizer`` imports ``torch._dynamo`` (torch's
+compiler) the first time an optimizer is made or steps: as long again as ``import torch``
+itself (5 s of a loaded 2-core machine, ~2.5 s quiet), paid by every process that trains a
+network -- each ``esnb train``, each Dask worker of AES-RL and EORL, each notebook kernel. esnb
+never compiles. :class:`Optimizer` keeps torch.optim's layout (``param_groups``, per-parameter
+``state`` under torch's names), so the checkpoint code reads and writes both alike, and
+:class:`Adam` and :class:`RMSprop` are torch's CPU single-tensor updates, bit for bit
+(tests/test_optim.py steps them beside torch's).
+
 :class:`CenteredRMSprop` is TensorFlow 1's centred RMSProp, the optimizer of the Ape-X paper
 (Horgan et al. 2018, appendix C: "Centered RMSProp ... learning rate of 0.00025 / 4, decay of
 0.95, epsilon of 1.5e-7, and no momentum"). ``torch.optim.RMSprop(centered=True)`` is not the
@@ -27,7 +36,138 @@ import torch
 from torch import nn
 
 
-class RMSpropTF(torch.optim.Optimizer):
+class Optimizer:
+    """One group of parameters, a state per parameter, and an update rule.
+
+    The part of ``Optimizer`` esnb's learners use, without its import of torch's
+    compiler (see the module's docstring): ``param_groups`` (one dict: ``params`` and the
+    hyper-parameters; a learner changes ``lr`` there), ``state`` (parameter -> dict of
+    tensors, torch's names), :meth:`zero_grad` and :meth:`step`.
+
+    Parameters
+    ----------
+    params : iterable of torch.Tensor
+    defaults : dict
+        The hyper-parameters, copied into the group.
+    """
+
+    def __init__(self, params, defaults: dict):
+        params = list(params)
+        if not params or not all(isinstance(p, torch.Tensor) for p in params):
+            raise TypeError("an optimizer takes a non-empty iterable of tensors")
+        self.defaults = dict(defaults)
+        self.param_groups = [{"params": params, **self.defaults}]
+        self.state: dict = {}
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Forget the gradients (``None``, or zeros in place)."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if set_to_none:
+                    p.grad = None
+                elif p.grad is not None:
+                    p.grad.detach_()
+                    p.grad.zero_()
+
+    @torch.no_grad()
+    def step(self) -> None:
+        """One update of every parameter that has a gradient."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state.get(p)
+                if not state:
+                    state = self.state[p] = self.init_state(p, group)
+                state["step"] += 1
+                self.update(p, p.grad, state, group)
+
+    def init_state(self, p: torch.Tensor, group: dict) -> dict:
+        """A parameter's state before its first update (``step``: torch's float32 CPU 0)."""
+        return {"step": torch.tensor(0.0)}
+
+    def update(self, p: torch.Tensor, grad: torch.Tensor, state: dict, group: dict) -> None:
+        """Change ``p`` in place from ``grad`` (``state["step"]`` already counts this one)."""
+        raise NotImplementedError
+
+
+class Adam(Optimizer):
+    """Adam (Kingma & Ba 2015), as ``Adam``'s single-tensor update (no weight
+    decay, no AMSGrad): state ``exp_avg``, ``exp_avg_sq``, ``step``."""
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8):
+        if not lr >= 0:
+            raise ValueError(f"lr must be >= 0, got {lr!r}")
+        if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
+            raise ValueError(f"betas must be in [0, 1), got {betas!r}")
+        if not eps >= 0:
+            raise ValueError(f"eps must be >= 0, got {eps!r}")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps))
+
+    def init_state(self, p, group):
+        return {"step": torch.tensor(0.0),
+                "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
+                "exp_avg_sq": torch.zeros_like(p, memory_format=torch.preserve_format)}
+
+    def update(self, p, grad, state, group):
+        beta1, beta2 = group["betas"]
+        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+        exp_avg.lerp_(grad, 1 - beta1)
+        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        step = state["step"].item()
+        step_size = group["lr"] / (1 - beta1 ** step)
+        denom = (exp_avg_sq.sqrt() / (1 - beta2 ** step) ** 0.5).add_(group["eps"])
+        p.addcdiv_(exp_avg, denom, value=-step_size)
+
+
+class RMSprop(Optimizer):
+    """RMSProp as ``torch.optim.RMSprop``'s single-tensor update (epsilon added to the root,
+    mean square from zero; no weight decay): state ``square_avg``, ``step``, and
+    ``momentum_buffer`` / ``grad_avg`` with momentum / centring."""
+
+    def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
+                 momentum: float = 0.0, centered: bool = False):
+        if not lr >= 0:
+            raise ValueError(f"lr must be >= 0, got {lr!r}")
+        if not 0.0 <= alpha <= 1.0:
+            raise ValueError(f"alpha must be in [0, 1], got {alpha!r}")
+        if not eps >= 0:
+            raise ValueError(f"eps must be >= 0, got {eps!r}")
+        if not momentum >= 0:
+            raise ValueError(f"momentum must be >= 0, got {momentum!r}")
+        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, momentum=momentum,
+                                      centered=bool(centered)))
+
+    def init_state(self, p, group):
+        state = {"step": torch.tensor(0.0),
+                 "square_avg": torch.zeros_like(p, memory_format=torch.preserve_format)}
+        if group["momentum"] > 0:
+            state["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        if group["centered"]:
+            state["grad_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        return state
+
+    def update(self, p, grad, state, group):
+        alpha = group["alpha"]
+        square_avg = state["square_avg"]
+        square_avg.mul_(alpha).addcmul_(grad, grad, value=1 - alpha)
+        if group["centered"]:
+            grad_avg = state["grad_avg"]
+            grad_avg.lerp_(grad, 1 - alpha)
+            avg = square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt_()
+        else:
+            avg = square_avg.sqrt()
+        avg = avg.add_(group["eps"])
+        if group["momentum"] > 0:
+            buf = state["momentum_buffer"]
+            buf.mul_(group["momentum"]).addcdiv_(grad, avg)
+            p.add_(buf, alpha=-group["lr"])
+        else:
+            p.addcdiv_(grad, avg, value=-group["lr"])
+
+
+class RMSpropTF(Optimizer):
     """RMSProp with TensorFlow 1's semantics, plain or centred.
 
     ``ms <- decay ms + (1 - decay) g^2``; centred: ``mg <- decay mg + (1 - decay) g``;
@@ -63,14 +203,14 @@ class RMSpropTF(torch.optim.Optimizer):
                                       centered=bool(centered)))
 
     @torch.no_grad()
-    def step(self, closure=None):
+    def step(self) -> None:
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
             if not params:
                 continue
             grads = [p.grad for p in params]
             for p in params:
-                state = self.state[p]
+                state = self.state.setdefault(p, {})
                 if not state:
                     state["step"] = torch.tensor(0.0)
                     state["mean_square"] = torch.ones_like(p)
@@ -112,13 +252,13 @@ class CenteredRMSprop(RMSpropTF):
         super().__init__(params, lr, decay=decay, eps=eps, momentum=momentum, centered=True)
 
 
-def set_lr(opt: torch.optim.Optimizer, lr: float) -> None:
+def set_lr(opt: Optimizer, lr: float) -> None:
     """Change the step size of every parameter group (a live control)."""
     for group in opt.param_groups:
         group["lr"] = float(lr)
 
 
-def retune(opt: torch.optim.Optimizer, lr: float | None, current: float) -> float:
+def retune(opt: Optimizer, lr: float | None, current: float) -> float:
     """The step size after a learner's update call: ``lr`` (set on ``opt``) when given and
     different from ``current``, else ``current``."""
     if lr is None or lr == current:
@@ -127,7 +267,7 @@ def retune(opt: torch.optim.Optimizer, lr: float | None, current: float) -> floa
     return float(lr)
 
 
-def optimizer_arrays(opt: torch.optim.Optimizer, module: nn.Module,
+def optimizer_arrays(opt: Optimizer, module: nn.Module,
                      prefix: str) -> dict[str, np.ndarray]:
     """The optimizer's per-parameter state as flat arrays in ``module``'s parameter order:
     ``<prefix>step`` (one count per tensor) and one array per state tensor name
@@ -144,7 +284,7 @@ def optimizer_arrays(opt: torch.optim.Optimizer, module: nn.Module,
     return out
 
 
-def load_optimizer_arrays(opt: torch.optim.Optimizer, module: nn.Module,
+def load_optimizer_arrays(opt: Optimizer, module: nn.Module,
                           arrays: dict[str, np.ndarray], prefix: str) -> None:
     """Inverse of :func:`optimizer_arrays` (tensors with 0 steps keep a fresh state)."""
     params = list(module.parameters())
@@ -173,7 +313,7 @@ def load_optimizer_arrays(opt: torch.optim.Optimizer, module: nn.Module,
         pos += k
 
 
-def adam_state(opt: torch.optim.Adam, module: nn.Module) -> dict[str, np.ndarray]:
+def adam_state(opt: Adam, module: nn.Module) -> dict[str, np.ndarray]:
     """Adam's moments ``m``, ``v`` (flat, in parameter order; zeros before the first step)
     and ``step`` counts (one per tensor): :func:`optimizer_arrays` under Adam's names."""
     arrays = optimizer_arrays(opt, module, "")
@@ -182,7 +322,7 @@ def adam_state(opt: torch.optim.Adam, module: nn.Module) -> dict[str, np.ndarray
             "step": arrays["step"]}
 
 
-def load_adam_state(opt: torch.optim.Adam, module: nn.Module, state: dict) -> None:
+def load_adam_state(opt: Adam, module: nn.Module, state: dict) -> None:
     """Inverse of :func:`adam_state`."""
     load_optimizer_arrays(opt, module, {"step": state["step"], "exp_avg": state["m"],
                                         "exp_avg_sq": state["v"]}, "")

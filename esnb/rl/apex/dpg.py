@@ -21,7 +21,7 @@ import torch
 from esnb.device import resolve_device, to_device
 from esnb.rl.apex.nets import DPGSpec, dpg_td_errors  # noqa: F401 (re-exported)
 from esnb.rl.apex.torch_nets import DPGActor, DPGCritic
-from esnb.rl.optim import load_optimizer_arrays, optimizer_arrays, retune, set_lr
+from esnb.rl.optim import Adam, load_optimizer_arrays, optimizer_arrays, retune, set_lr
 
 
 class DPGLearner:
@@ -64,8 +64,8 @@ class DPGLearner:
         self.critic_target.load(self.critic.flat)
         self.actor_target.requires_grad_(False)
         self.critic_target.requires_grad_(False)
-        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=actor_lr, fused=True)
-        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=critic_lr, fused=True)
+        self.actor_opt = Adam(self.actor.parameters(), lr=actor_lr)
+        self.critic_opt = Adam(self.critic.parameters(), lr=critic_lr)
         self.actor_lr = float(actor_lr)
         self.critic_lr = float(critic_lr)
         self.target_period = int(target_period)

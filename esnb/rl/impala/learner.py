@@ -37,7 +37,7 @@ from esnb.rl.impala.actor_critic import _HALF_LOG_2PI, LOG_STD_RANGE, ActorCriti
 from esnb.rl.impala.torch_ac import frame_forward
 from esnb.rl.impala.unrolls import UnrollBatch
 from esnb.rl.impala.vtrace import vtrace
-from esnb.rl.optim import RMSpropTF
+from esnb.rl.optim import Adam, RMSprop, RMSpropTF
 
 
 class ActorCritic(ObsNormModule):
@@ -244,12 +244,12 @@ class ImpalaLearner:
         self.device = resolve_device(device)
         self.model = ActorCritic(spec, flat).to(self.device)
         if optimizer == "adam":
-            self.opt = torch.optim.Adam(self.model.parameters(), lr=lr, eps=1e-5)
+            self.opt = Adam(self.model.parameters(), lr=lr, eps=1e-5)
         elif optimizer == "rmsprop_tf":  # the released code's: TF1 semantics, eps under the root
             self.opt = RMSpropTF(self.model.parameters(), lr=lr, decay=rmsprop_decay,
                                  eps=rmsprop_eps)
         else:
-            self.opt = torch.optim.RMSprop(self.model.parameters(), lr=lr, alpha=rmsprop_decay,
+            self.opt = RMSprop(self.model.parameters(), lr=lr, alpha=rmsprop_decay,
                                            eps=rmsprop_eps)
         self.obs_norm = bool(obs_norm)
         self.obs_stats = ObsStats(spec.obs_dim)

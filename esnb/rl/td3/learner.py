@@ -37,7 +37,7 @@ from torch import nn
 
 from esnb.device import resolve_device, to_device
 from esnb.nets.policy import PolicySpec
-from esnb.rl.optim import adam_state, load_adam_state
+from esnb.rl.optim import Adam, adam_state, load_adam_state
 from esnb.rl.td3.actor import init_actor
 from esnb.rl.td3.config import TD3Config
 from esnb.rl.td3.nets import TD3Actor, TwinCritic
@@ -78,7 +78,7 @@ class CriticLearner:
         self.target = copy.deepcopy(self.critic)
         for p in self.target.parameters():
             p.requires_grad_(False)
-        self.opt = torch.optim.Adam(self.critic.parameters(), lr=config.critic_lr)
+        self.opt = Adam(self.critic.parameters(), lr=config.critic_lr)
         self.target_actor = TD3Actor(spec).to(self.device)
         self.target_actor.requires_grad_(False)
         self.actor: TD3Actor | None = None  # only for td3_step
@@ -144,7 +144,7 @@ class CriticLearner:
             self.actor = TD3Actor(self.spec, init_actor(self.spec, rng)).to(self.device)
             self.actor_target = copy.deepcopy(self.actor)
             self.actor_target.requires_grad_(False)
-            self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=c.actor_lr)
+            self.actor_opt = Adam(self.actor.parameters(), lr=c.actor_lr)
         b = _tensors(batch, self.device)
         loss, q = self._critic_loss(b, self.actor_target)
         self.opt.zero_grad(set_to_none=True)
@@ -221,7 +221,7 @@ def train_actor(spec: PolicySpec, config: TD3Config, actor_flat, critic: TwinCri
         The trained flat actor and ``{"steps", "actor_loss_first", "actor_loss_last"}``.
     """
     actor = TD3Actor(spec, actor_flat)
-    opt = torch.optim.Adam(actor.parameters(), lr=config.actor_lr)
+    opt = Adam(actor.parameters(), lr=config.actor_lr)
     losses = []
     for chunk in obs_batches:
         for obs in torch.as_tensor(np.asarray(chunk, dtype=np.float32))[:steps - len(losses)]:
