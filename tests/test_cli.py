@@ -259,3 +259,22 @@ def test_run_plan_runs_a_planned_run_from_its_file(tmp_path):
     (tmp_path / "bad.json").write_text("[1]")
     p = esnb("run-plan", str(tmp_path / "bad.json"))
     assert p.returncode == 2 and "is no run plan" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_playing_an_es_run_imports_no_torch(tmp_path):
+    """``esnb play`` finds a checkpoint's runner by its config (no torch) and imports only
+    that runner: an ES run plays back without torch, as its workers run."""
+    out = tmp_path / "run"
+    p = esnb("train", "es", "--env", "CartPole-v1", "--generations", "2", "--workers", "0",
+             "--population", "10", "--noise-size", "1000000", "--final-eval", "1",
+             "--out", str(out), "--no-progress")
+    assert p.returncode == 0, p.stderr
+    code = ("import sys, json\n"
+            "from esnb.cli import main\n"
+            f"rc = main(['play', {str(out)!r}, '--episodes', '2', '--json'])\n"
+            "print('ESNB-CHECK', rc, 'torch' in sys.modules)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "ESNB-CHECK 0 False" in p.stdout, p.stdout[-2000:]
+    assert '"returns"' in p.stdout

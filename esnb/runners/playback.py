@@ -24,13 +24,22 @@ def runner_class(algorithm: str) -> type:
     """The runner class whose checkpoints say ``algorithm`` (``"ES"``, ``"CEMRL"``, ``"VAN"``).
 
     Each registered algorithm's runner, and the runners its module lists in ``RUNNERS`` (the
-    EORL family's baselines share one ``esnb train`` entry)."""
+    EORL family's baselines share one ``esnb train`` entry). The configs name their runner's
+    algorithm and import without torch, so only the runner asked for is imported (an ES run
+    plays back without torch); a family member is looked for among every runner's
+    ``RUNNERS``."""
     import importlib
 
     from esnb.runners.registry import algorithms
 
+    registered = list(algorithms().values())
+    for algo in registered:
+        if getattr(algo.load_config(), "algorithm", None) == algorithm:
+            cls = algo.load_runner()
+            if cls.algorithm == algorithm:
+                return cls
     known = {}
-    for algo in algorithms().values():
+    for algo in registered:
         cls = algo.load_runner()
         family = getattr(importlib.import_module(cls.__module__), "RUNNERS", {})
         for c in (cls, *family.values()):
