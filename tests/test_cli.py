@@ -269,7 +269,7 @@ def test_playing_an_es_run_imports_no_torch(tmp_path):
              "--population", "10", "--noise-size", "1000000", "--final-eval", "1",
              "--out", str(out), "--no-progress")
     assert p.returncode == 0, p.stderr
-    code = ("import sys, json\n"
+    code = ("import sys\n"
             "from esnb.cli import main\n"
             f"rc = main(['play', {str(out)!r}, '--episodes', '2', '--json'])\n"
             "print('ESNB-CHECK', rc, 'torch' in sys.modules)\n")

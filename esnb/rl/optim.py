@@ -1,11 +1,12 @@
 """Optimizers of the RL learners and their state as flat arrays (for checkpoints).
 
 **Why not torch.optim.** ``torch.optim.Optimizer`` imports ``torch._dynamo`` (torch's
-compiler) the first time an optimizer is made or steps: as long again as ``import torch``
-itself (5 s of a loaded 2-core machine, ~2.5 s quiet), paid by every process that trains a
-network -- each ``esnb train``, each Dask worker of AES-RL and EORL, each notebook kernel. esnb
-never compiles. :class:`Optimizer` keeps torch.optim's layout (``param_groups``, per-parameter
-``state`` under torch's names), so the checkpoint code reads and writes both alike, and
+compiler) the first time an optimizer is made or steps: about as long again as ``import
+torch`` itself (2.6-3.2 CPU s a process on a loaded 2-core machine, ``esnb bench startup``),
+paid by every process that trains a network -- each ``esnb train``, each Dask worker of AES-RL
+and EORL, each notebook kernel. esnb never compiles. :class:`Optimizer` keeps torch.optim's
+layout (``param_groups``, per-parameter ``state`` under torch's names), so the checkpoint code
+reads and writes both alike, and
 :class:`Adam` and :class:`RMSprop` are torch's CPU single-tensor updates, bit for bit
 (tests/test_optim.py steps them beside torch's).
 
@@ -39,7 +40,7 @@ from torch import nn
 class Optimizer:
     """One group of parameters, a state per parameter, and an update rule.
 
-    The part of ``Optimizer`` esnb's learners use, without its import of torch's
+    The part of ``torch.optim.Optimizer`` esnb's learners use, without its import of torch's
     compiler (see the module's docstring): ``param_groups`` (one dict: ``params`` and the
     hyper-parameters; a learner changes ``lr`` there), ``state`` (parameter -> dict of
     tensors, torch's names), :meth:`zero_grad` and :meth:`step`.
@@ -92,8 +93,8 @@ class Optimizer:
 
 
 class Adam(Optimizer):
-    """Adam (Kingma & Ba 2015), as ``Adam``'s single-tensor update (no weight
-    decay, no AMSGrad): state ``exp_avg``, ``exp_avg_sq``, ``step``."""
+    """Adam (Kingma & Ba 2015), as ``torch.optim.Adam``'s single-tensor update (no
+    weight decay, no AMSGrad): state ``exp_avg``, ``exp_avg_sq``, ``step``."""
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8):

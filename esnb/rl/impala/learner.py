@@ -250,7 +250,7 @@ class ImpalaLearner:
                                  eps=rmsprop_eps)
         else:
             self.opt = RMSprop(self.model.parameters(), lr=lr, alpha=rmsprop_decay,
-                                           eps=rmsprop_eps)
+                               eps=rmsprop_eps)
         self.obs_norm = bool(obs_norm)
         self.obs_stats = ObsStats(spec.obs_dim)
         self.version = 0  # bumped by every optimiser step: actors tag unrolls with it
