@@ -33,7 +33,11 @@ from functools import cached_property
 
 import numpy as np
 
+from esnb.nets.mlp import orthogonal
+
 KINDS = ("nature", "impala-shallow", "impala-deep", "minatar")
+#: how a torso's weights are drawn (:meth:`ConvTorso.init`)
+INIT_SCHEMES = ("uniform", "orthogonal")
 #: (out channels, kernel, stride) of the plain stacks
 _PLAIN = {"nature": ((32, 8, 4), (64, 4, 2), (64, 3, 1)),
           "impala-shallow": ((16, 8, 4), (32, 4, 2)),
@@ -131,11 +135,19 @@ class ConvTorso:
     def num_params(self) -> int:
         return sum(int(np.prod(shape)) for _, shape in self.tensors)
 
-    def init(self, rng: np.random.Generator) -> np.ndarray:
-        """Initial parameters: every weight and bias uniform in ``±1/sqrt(fan_in)`` (torch's
-        default for convolutions), from ``rng``; float32."""
+    def init(self, rng: np.random.Generator, scheme: str = "uniform") -> np.ndarray:
+        """Initial parameters from ``rng`` (float32). ``uniform``: every weight and bias uniform
+        in ``±1/sqrt(fan_in)`` (torch's default for convolutions); ``orthogonal``: orthogonal
+        weights at gain sqrt(2) (for ReLUs) and zero biases (OpenAI baselines' A2C and PPO)."""
+        if scheme not in INIT_SCHEMES:
+            raise ValueError(f"init scheme must be one of {INIT_SCHEMES}, got {scheme!r}")
         parts, fan_in = [], 1
         for name, shape in self.tensors:
+            if scheme == "orthogonal":
+                part = (orthogonal(shape, np.sqrt(2.0), rng) if name.endswith(".w")
+                        else np.zeros(shape, np.float32))
+                parts.append(part.ravel())
+                continue
             if name.endswith(".w"):  # a bias takes the fan-in of its weight, just before it
                 fan_in = int(np.prod(shape[1:]))
             bound = 1.0 / np.sqrt(fan_in)

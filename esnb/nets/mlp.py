@@ -171,3 +171,27 @@ def init_glorot(mlp: MLP, rng: np.random.Generator) -> np.ndarray:
         limit = math.sqrt(6.0 / (i + o))
         flat[w] = rng.uniform(-limit, limit, (i, o)).T.astype(np.float32).ravel()
     return flat
+
+
+def orthogonal(shape: tuple[int, ...], gain: float, rng: np.random.Generator) -> np.ndarray:
+    """A weight of ``shape`` (``[out, in, ...]``) whose ``out`` rows, flattened, are orthonormal
+    (or its columns, when ``out`` exceeds their length), times ``gain``: Saxe et al.'s
+    orthogonal init as torch's ``nn.init.orthogonal_`` draws it (QR of a Gaussian matrix, signs
+    from R's diagonal), from ``rng``; float32."""
+    rows, cols = int(shape[0]), int(np.prod(shape[1:]))
+    a = rng.standard_normal((max(rows, cols), min(rows, cols)))
+    q, r = np.linalg.qr(a)
+    q *= np.sign(np.diag(r))
+    q = q if rows >= cols else q.T
+    return (gain * q).astype(np.float32).reshape(shape)
+
+
+def init_orthogonal(mlp: MLP, rng: np.random.Generator, gain: float,
+                    out_gain: float) -> np.ndarray:
+    """Orthogonal weights (:func:`orthogonal`; ``gain`` for hidden layers, ``out_gain`` for the
+    output layer), zero biases: A2C's and PPO's init in OpenAI baselines."""
+    flat = np.zeros(mlp.num_params, dtype=np.float32)
+    layers = mlp.slices()
+    for k, (w, shape, _b) in enumerate(layers):
+        flat[w] = orthogonal(shape, out_gain if k == len(layers) - 1 else gain, rng).ravel()
+    return flat

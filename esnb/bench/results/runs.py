@@ -12,6 +12,8 @@ last 100 training episodes).
 
 from __future__ import annotations
 
+import dataclasses
+
 import datetime
 import json
 import os
@@ -103,8 +105,10 @@ def check_kept_folder(entry: Entry, seed: int, folder: Path | None) -> None:
 
     config = algorithms()[entry.algorithm].load_config()
     now = config.build(entry.preset, env=entry.env, seed=seed, **entry.settings).to_dict()
-    differ = [f"{k} {saved.get(k)!r} (now {v!r})" for k, v in now.items()
-              if v is not None and saved.get(k) != v]
+    # a setting added after the run was saved: the run had what its default does now
+    added = {f.name: f.default for f in dataclasses.fields(config) if f.name not in saved}
+    differ = [f"{k} {saved.get(k, added.get(k))!r} (now {v!r})" for k, v in now.items()
+              if v is not None and saved.get(k, added.get(k)) != v]
     if differ:
         raise ValueError(f"{folder} ran other settings than {entry.key} seed {seed} has now: "
                          f"{'; '.join(differ)}; move the folder away to run the seed again")

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from esnb.nets import MLP, Layout, init_normc
+from esnb.nets.mlp import init_orthogonal
 from esnb.nets.conv import HEAD_HIDDEN, ConvTorso
 from esnb.nets.mlp import normalise_obs, run
 from esnb.nets.policy import PolicySpec
@@ -162,12 +163,32 @@ class ActorCriticSpec:
         return out
 
 
-def init_actor_critic(spec: ActorCriticSpec, rng: np.random.Generator) -> np.ndarray:
-    """Initial flat parameters: normalised-column init, a near-uniform first policy (output
-    layer scaled to 0.01), a unit-scale value output, log-stds at ``init_log_std``; a conv
-    torso takes torch's default init (:meth:`~esnb.nets.conv.ConvTorso.init`), the ``fc``
-    layer unit-norm columns."""
+#: how :func:`init_actor_critic` draws the network (the ``init_scheme`` setting)
+INIT_SCHEMES = ("default", "orthogonal")
+
+
+def init_actor_critic(spec: ActorCriticSpec, rng: np.random.Generator,
+                      scheme: str = "default") -> np.ndarray:
+    """Initial flat parameters, log-stds at ``init_log_std``.
+
+    ``default``: normalised-column init, a near-uniform first policy (output layer scaled to
+    0.01), a unit-scale value output; a conv torso takes torch's default init
+    (:meth:`~esnb.nets.conv.ConvTorso.init`), the ``fc`` layer unit-norm columns.
+    ``orthogonal``: OpenAI baselines' A2C/PPO init: orthogonal weights and zero biases, gain
+    sqrt(2) in the torso, ``fc`` and hidden layers, 0.01 on the policy's output, 1 on the value's.
+    """
+    if scheme not in INIT_SCHEMES:
+        raise ValueError(f"init_scheme must be one of {INIT_SCHEMES}, got {scheme!r}")
     trunk = {}
+    if scheme == "orthogonal":
+        relu = float(np.sqrt(2.0))
+        if spec.torso is not None:
+            trunk = {"torso": spec.torso.init(rng, "orthogonal"),
+                     "fc": init_orthogonal(spec.fc, rng, relu, relu)}
+        pi = init_orthogonal(spec.policy.mlp, rng, relu, 0.01)
+        v = init_orthogonal(spec.value.mlp, rng, relu, 1.0)
+        return spec.layout.join(**trunk, policy=pi, value=v,
+                                log_std=np.full(spec.n_log_std, spec.init_log_std))
     if spec.torso is not None:
         trunk = {"torso": spec.torso.init(rng), "fc": init_normc(spec.fc, rng, out_std=1.0)}
     pi = init_normc(spec.policy.mlp, rng, out_std=0.01)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from esnb.nets.conv import KINDS
+from esnb.rl.impala.actor_critic import INIT_SCHEMES
 from esnb.rl.constants import CORRECTIONS, REWARD_CLIPPINGS
 from esnb.rl.constants import IMPALA_OPTIMIZERS as OPTIMIZERS
 from esnb.settings import EnvSettings, RLSettings, derive, setting
@@ -164,6 +165,12 @@ class ImpalaConfig(EnvSettings):
                              help="hidden activation of the MLPs (vector observations)")
     init_log_std: float = setting(-0.5, low=-20.0, high=2.0,
                                   help="initial log-std of Gaussian policies")
+    init_scheme: str = setting("default", choices=INIT_SCHEMES,
+                               help="how the network is drawn: default (conv torso torch's "
+                                    "uniform, MLPs normalised columns, policy output 0.01) or "
+                                    "orthogonal (OpenAI baselines' A2C/PPO: orthogonal, zero "
+                                    "biases, gain sqrt 2, policy output 0.01, value 1; not the "
+                                    "paper's)")
     # -- actors --------------------------------------------------------------------------------
     actors: int | None = setting(None, kind="int", low=1, paper=3,
                                  why="the README's 48 actors as 3 slots of 16 environments; "

@@ -104,7 +104,7 @@ class Impala(UnrollFeed, Runner):
         init_rng = np.random.Generator(np.random.PCG64(seeds[0]))
         # actors draw from SeedSequence([actor_seed, slot, task]): own streams per slot
         actor_seed = int(np.random.Generator(np.random.PCG64(seeds[2])).integers(2**31 - 1))
-        self.learner = impala_learner(cfg, spec, init_actor_critic(spec, init_rng))
+        self.learner = impala_learner(cfg, spec, init_actor_critic(spec, init_rng, cfg.init_scheme))
 
         self.executor = make_executor(client)
         self._run = f"{self.name}-{uuid.uuid4().hex[:8]}"
