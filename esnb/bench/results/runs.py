@@ -13,7 +13,6 @@ last 100 training episodes).
 from __future__ import annotations
 
 import dataclasses
-
 import datetime
 import json
 import os

@@ -40,9 +40,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from esnb.nets import MLP, Layout, init_normc
-from esnb.nets.mlp import init_orthogonal
 from esnb.nets.conv import HEAD_HIDDEN, ConvTorso
-from esnb.nets.mlp import normalise_obs, run
+from esnb.nets.mlp import init_orthogonal, normalise_obs, run
 from esnb.nets.policy import PolicySpec
 
 #: log-stds are clamped to this range (actor and learner alike) so exp() stays finite

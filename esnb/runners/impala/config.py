@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from esnb.nets.conv import KINDS
-from esnb.rl.impala.actor_critic import INIT_SCHEMES
 from esnb.rl.constants import CORRECTIONS, REWARD_CLIPPINGS
 from esnb.rl.constants import IMPALA_OPTIMIZERS as OPTIMIZERS
+from esnb.rl.impala.actor_critic import INIT_SCHEMES
 from esnb.settings import EnvSettings, RLSettings, derive, setting
 
 _RATIO = dict(low=0.0, low_open=True, high=1e6, log=True, live=True)
