@@ -4,7 +4,9 @@ output 1), which a Pong probe tried (docs/results/probes/impala-pong-ortho)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -65,6 +67,21 @@ def test_the_orthogonal_pong_network_has_a2cs_gains_and_zero_biases():
     assert parts["torso"].size and not np.array_equal(default, flat)
     with pytest.raises(ValueError, match="init_scheme must be one of"):
         init_actor_critic(spec, np.random.default_rng(3), "xavier")
+    with pytest.raises(ValueError, match="a torso's init scheme must be one of"):
+        spec.torso.init(np.random.default_rng(3), "xavier")
+
+
+def test_the_orthogonal_mlps_on_vectors_have_a2cs_gains():
+    spec = ActorCriticSpec.for_spaces(spaces.Box(-1, 1, (4,), np.float32), spaces.Discrete(2),
+                                      (64, 64), "tanh", -0.5)
+    parts = spec.layout.split(init_actor_critic(spec, np.random.default_rng(5), "orthogonal"))
+    for name, out_gain in (("policy", 0.01), ("value", 1.0)):
+        mlp = {"policy": spec.policy.mlp, "value": spec.value.mlp}[name]
+        layers = mlp.slices()
+        assert len(layers) == 3
+        for k, (w, shape, b) in enumerate(layers):
+            _assert_orthogonal(parts[name][w].reshape(shape), out_gain if k == 2 else SQRT2)
+            assert not parts[name][b].any()
 
 
 def test_the_scheme_is_a_setting_of_the_run_and_kept_with_it(tmp_path):
@@ -97,8 +114,6 @@ def test_the_scheme_is_a_setting_of_the_run_and_kept_with_it(tmp_path):
 def test_a_kept_folder_from_before_a_setting_existed_is_its_default():
     """A kept seed saved before ``init_scheme`` existed ran what its default does now: it is not
     refused for lacking it, and is for a value the entry does not give."""
-    from pathlib import Path
-
     from esnb.bench.results import catalogue
     from esnb.bench.results.runs import check_kept_folder
 
@@ -106,8 +121,6 @@ def test_a_kept_folder_from_before_a_setting_existed_is_its_default():
     kept = Path(__file__).parents[1] / "docs" / "results" / "seeds" / "impala-pong" / "seed0"
     assert "init_scheme" not in json.loads((kept / "summary.json").read_text())["config"]
     check_kept_folder(entry, 0, kept)
-    import dataclasses
-
     other = dataclasses.replace(entry, settings={**entry.settings, "init_scheme": "orthogonal"})
     with pytest.raises(ValueError, match=r"init_scheme 'default' \(now 'orthogonal'\)"):
         check_kept_folder(other, 0, kept)

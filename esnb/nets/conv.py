@@ -37,7 +37,7 @@ from esnb.nets.mlp import orthogonal
 
 KINDS = ("nature", "impala-shallow", "impala-deep", "minatar")
 #: how a torso's weights are drawn (:meth:`ConvTorso.init`)
-INIT_SCHEMES = ("uniform", "orthogonal")
+TORSO_INITS = ("uniform", "orthogonal")
 #: (out channels, kernel, stride) of the plain stacks
 _PLAIN = {"nature": ((32, 8, 4), (64, 4, 2), (64, 3, 1)),
           "impala-shallow": ((16, 8, 4), (32, 4, 2)),
@@ -139,8 +139,9 @@ class ConvTorso:
         """Initial parameters from ``rng`` (float32). ``uniform``: every weight and bias uniform
         in ``±1/sqrt(fan_in)`` (torch's default for convolutions); ``orthogonal``: orthogonal
         weights at gain sqrt(2) (for ReLUs) and zero biases (OpenAI baselines' A2C and PPO)."""
-        if scheme not in INIT_SCHEMES:
-            raise ValueError(f"init scheme must be one of {INIT_SCHEMES}, got {scheme!r}")
+        if scheme not in TORSO_INITS:
+            raise ValueError(f"a torso's init scheme must be one of {TORSO_INITS}, "
+                             f"got {scheme!r}")
         parts, fan_in = [], 1
         for name, shape in self.tensors:
             if scheme == "orthogonal":

@@ -186,12 +186,11 @@ def init_actor_critic(spec: ActorCriticSpec, rng: np.random.Generator,
                      "fc": init_orthogonal(spec.fc, rng, relu, relu)}
         pi = init_orthogonal(spec.policy.mlp, rng, relu, 0.01)
         v = init_orthogonal(spec.value.mlp, rng, relu, 1.0)
-        return spec.layout.join(**trunk, policy=pi, value=v,
-                                log_std=np.full(spec.n_log_std, spec.init_log_std))
-    if spec.torso is not None:
-        trunk = {"torso": spec.torso.init(rng), "fc": init_normc(spec.fc, rng, out_std=1.0)}
-    pi = init_normc(spec.policy.mlp, rng, out_std=0.01)
-    v = init_normc(spec.value.mlp, rng, out_std=1.0)
+    else:
+        if spec.torso is not None:
+            trunk = {"torso": spec.torso.init(rng), "fc": init_normc(spec.fc, rng, out_std=1.0)}
+        pi = init_normc(spec.policy.mlp, rng, out_std=0.01)
+        v = init_normc(spec.value.mlp, rng, out_std=1.0)
     return spec.layout.join(**trunk, policy=pi, value=v,
                             log_std=np.full(spec.n_log_std, spec.init_log_std))
 
