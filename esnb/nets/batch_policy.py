@@ -40,6 +40,9 @@ class BatchPolicy:
         # a strided output would take numpy's non-BLAS loop, with other bits)
         self._inputs = [np.ones((self.width, i + 1), dtype=np.float32) for _, i in shapes]
         self._outs = [np.empty((self.width, o, 1), dtype=np.float32) for o, _ in shapes]
+        # the normalised observations, contiguous (the clip's comparisons run faster there)
+        self._x = np.empty((self.width, spec.obs_dim), dtype=np.float32)
+        self._views, self._views_k = None, -1
         self._mean, self._bound, self._std = normalisation(spec, obs_mean, obs_std)
         self._relu = spec.activation == "relu"
         self._high = self._low = None
@@ -65,28 +68,43 @@ class BatchPolicy:
         ``[k, act_dim]`` float32 clipped to the bounds (``clip=False``: the raw outputs, for
         noise added before the bounds), or ``[k]`` argmax indices (discrete). Row ``j`` has
         the bits of ``NumpyPolicy(spec, flat_j, mean, std).act(obs[j])``."""
-        n = self.spec.obs_dim
-        x = self._inputs[0][:k, :n]
+        views = self._views if self._views_k == k else self._make_views(k)
+        x, first, layers, y = views
         np.subtract(obs[:k], self._mean, out=x, casting="same_kind")
         if self._bound is not None:
             hi, lo = self._bound
             np.minimum(x, hi, out=x)
             np.maximum(x, lo, out=x)
-        last = len(self._mats) - 1
-        for layer, (m, inp, out) in enumerate(zip(self._mats, self._inputs, self._outs)):
-            np.matmul(m[:k], inp[:k, :, None], out=out[:k])
-            if layer < last:
-                y, nxt = out[:k, :, 0], self._inputs[layer + 1][:k, :-1]
+        first[...] = x
+        for m, inp, out, hidden, nxt in layers:
+            np.matmul(m, inp, out=out)
+            if nxt is not None:
+                # in place on the contiguous rows, as NumpyPolicy applies it (tanh's SIMD
+                # path on a row is not the one a strided output takes), then copied
                 if self._relu:
-                    np.maximum(y, 0.0, out=nxt)
+                    np.maximum(hidden, 0.0, out=hidden)
                 else:
-                    np.tanh(y, out=nxt)
-        y = self._outs[last][:k, :, 0]
+                    np.tanh(hidden, out=hidden)
+                nxt[...] = hidden
         if self.spec.discrete:
             return np.argmax(y, axis=1)
         if self._high is None or not clip:
             return y.copy()
         return self.clip(y)
+
+    def _make_views(self, k: int) -> tuple:
+        """The slices of the buffers for ``k`` live rows (kept: k changes only as episodes
+        end)."""
+        last = len(self._mats) - 1
+        layers = []
+        for layer, (m, inp, out) in enumerate(zip(self._mats, self._inputs, self._outs)):
+            nxt = self._inputs[layer + 1][:k, :-1] if layer < last else None
+            layers.append((m[:k], inp[:k, :, None], out[:k], out[:k, :, 0], nxt))
+        n = self.spec.obs_dim
+        self._views = (self._x[:k], self._inputs[0][:k, :n], tuple(layers),
+                       self._outs[last][:k, :, 0])
+        self._views_k = k
+        return self._views
 
     def clip(self, y: np.ndarray) -> np.ndarray:
         """``y`` clipped to the action bounds (a new array; ``y`` itself if unbounded)."""
