@@ -122,3 +122,26 @@ def test_dask_idle_bench_runs_both_modes(tmp_path):
     assert set(r["ratio"]) == {"idle_driver", "idle_worker", "gen_driver", "gen_workers",
                                "gen_wall", "steps_per_s"}
     assert "quiet/dask" in p.stdout and "idle: driver CPU-s per s" in p.stdout
+
+
+def test_forward_bench_times_the_same_bits_and_takes_another_checkout(tmp_path):
+    """`esnb bench forward`: every shape and k reported, the stacked forward and the
+    per-episode one (and a compared checkout's, here this tree itself) the same bits; a
+    checkout without BatchPolicy is refused in one line."""
+    from pathlib import Path
+
+    from esnb.bench.es.forward import SHAPES, measure_shape
+
+    root = str(Path(__file__).resolve().parents[1])
+    p = esnb("bench", "forward", "--steps", "20", "--rounds", "2", "--episodes", "3",
+             "--compare", root, "--json", str(tmp_path / "r.json"))
+    assert p.returncode == 0, p.stderr
+    rows = json.loads((tmp_path / "r.json").read_text())
+    assert [(r["task"], r["episodes"]) for r in rows] == [(t, 3) for t, _, _ in SHAPES]
+    for r in rows:
+        us = r["us_per_episode_step"]
+        assert set(us) == {"stacked", "compared", "per_episode"} and min(us.values()) > 0
+        assert r["stacked_vs_per_episode"] == pytest.approx(us["per_episode"] / us["stacked"])
+    assert "compared tree" in p.stdout
+    with pytest.raises(ValueError, match="no .*batch_policy.py"):
+        measure_shape(17, 6, 2, steps=2, rounds=1, compare=str(tmp_path))

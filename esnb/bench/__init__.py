@@ -43,6 +43,7 @@ BENCHMARKS: dict[str, str] = {
     "aes-time": "esnb.bench.aes.wall_time",
     "aes-rules": "esnb.bench.aes.rules",
     "rollout": "esnb.bench.es.rollout",
+    "forward": "esnb.bench.es.forward",
     "dask-idle": "esnb.bench.es.dask_idle",
     "es-vs-evotorch": "esnb.bench.peers.es_vs_evotorch",
     "impala-vs-rllib": "esnb.bench.peers.impala_vs_rllib",
