@@ -255,7 +255,8 @@ def test_a_seed_is_a_real_run_judged_on_its_final_parameters(tmp_path):
 
 def test_a_seed_is_a_session_run_with_its_own_folder_and_resumes_from_it(tmp_path):
     """A seed run into a folder leaves a run folder as ``esnb train`` does; one that stopped
-    before its end (a checkpoint, no summary) is resumed, and ends as the whole run did."""
+    before its end (a checkpoint, a summary without the final evaluation: what a signal
+    leaves) is resumed, and ends as the whole run did."""
     import dataclasses
 
     from esnb.bench.results.runs import run_seed
@@ -270,11 +271,16 @@ def test_a_seed_is_a_session_run_with_its_own_folder_and_resumes_from_it(tmp_pat
         assert (tmp_path / "whole" / name).exists(), name
     part = tmp_path / "part"
     run_seed(dataclasses.replace(es, budget={"generations": 2}), 2, client=False, folder=part)
-    (part / "summary.json").unlink()  # as if stopped before its end
+    # as a signal leaves it: the summary written without the final evaluation
+    summary = json.loads((part / "summary.json").read_text())
+    for key in ("final_eval_mean", "final_eval_std", "final_eval_episodes"):
+        del summary[key]
+    (part / "summary.json").write_text(json.dumps(summary))
     resumed = run_seed(es, 2, client=False, folder=part)
     assert [r[0] for r in resumed["curve"]] == [r[0] for r in whole["curve"]]
     assert [r[2] for r in resumed["curve"]] == [r[2] for r in whole["curve"]]
     assert (resumed["final"], resumed["env_steps"]) == (whole["final"], whole["env_steps"])
+    assert json.loads((part / "summary.json").read_text())["final_eval_mean"] == whole["final"]
     # a finished seed's folder (a results run stopped after it) is read back, not run again
     before = (tmp_path / "whole" / "checkpoint.npz").read_bytes()
     again = run_seed(es, 2, client=False, folder=tmp_path / "whole")

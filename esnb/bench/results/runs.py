@@ -42,8 +42,9 @@ def run_seed(entry: Entry, seed: int, client, folder: Path | None = None) -> dic
 
     The seed is a run of the session (:func:`esnb.session.run.run`) on ``client`` with its
     own run folder, ``folder`` (default: a temporary one): its checkpoints go there, a
-    folder holding a checkpoint but no summary (a run stopped before its end) is resumed, and
-    one holding a finished run is read back (its summary and history), not run again.
+    folder holding a checkpoint but no final evaluation (a run stopped before its end, whose
+    summary says so) is resumed, and one holding a finished run is read back (its summary and
+    history), not run again.
     A signal stops the run after its iteration, its checkpoint written, and raises
     ``KeyboardInterrupt``.
     """
@@ -61,9 +62,11 @@ def run_seed(entry: Entry, seed: int, client, folder: Path | None = None) -> dic
 
     folder = Path(folder)
     check_kept_folder(entry, seed, folder)
-    if (folder / "summary.json").exists() and (folder / "history.csv").exists():
+    # a run stopped before its end (Ctrl-C, SIGTERM) writes its summary without the final
+    # evaluation: with its checkpoint it is resumed, not read back
+    resume = (folder / "checkpoint.npz").exists() and not _ended(folder)
+    if not resume and (folder / "summary.json").exists() and (folder / "history.csv").exists():
         return _finished_seed(seed, folder)  # run to its end before: read, not run again
-    resume = (folder / "checkpoint.npz").exists() and not (folder / "summary.json").exists()
     options = RunOptions.of(preset=entry.preset, name=f"results-{entry.key}-{seed}",
                             out=str(folder), progress=False, final_eval=entry.eval_episodes,
                             resume=str(folder) if resume else None)
@@ -120,6 +123,16 @@ def _seed_row(seed: int, summary: dict[str, Any], history,
             "final_std": summary["final_eval_std"],
             "env_steps": int(last["env_steps"]), "wall_s": float(last["wall_time"]),
             "curve": _curve(history), "commit": ran.get("commit"), "date": ran.get("date")}
+
+
+def _ended(folder: Path) -> bool:
+    """Whether ``folder`` holds a run that reached its end (its summary has the final
+    evaluation), not one stopped before it."""
+    try:
+        summary = json.loads((folder / "summary.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(summary, dict) and summary.get("final_eval_mean") is not None
 
 
 def _finished_seed(seed: int, folder: Path) -> dict[str, Any]:
