@@ -36,7 +36,8 @@ def add_arguments(p) -> None:
     p.add_argument("--rounds", type=integer(1), default=5,
                    help="rounds, the kinds alternating (the median is reported) [default: 5]")
     p.add_argument("--compare", default=None, metavar="DIR",
-                   help="another checkout whose BatchPolicy is timed beside this tree's")
+                   help="another checkout whose BatchPolicy is timed beside this tree's "
+                        "[default: none]")
     add_json(p)
 
 
