@@ -222,7 +222,7 @@ ENTRIES: tuple[Entry, ...] = (
                "entropy 2.5e-4, unrolls of 100, rewards clipped to [-1, 1] (a CartPole reward "
                "is 1: no change). The budget is the laptop row's env steps (2,000 learner "
                "steps of 32 x 20 frames); with unrolls of 100 that is 400 learner steps."),
-    Entry("impala-pong", "impala", "laptop", "ALE/Pong-v5", {"env_steps": 8_000_000},
+    Entry("impala-pong", "impala", "laptop", "ALE/Pong-v5", {"env_steps": 12_000_000},
           "IMPALA on Pong", eval_episodes=10, seeds=3,
           paper=Reference("—", "57 Atari games, 200M frames (50M agent steps)",
                           "Espeholt et al. 2018 (IMPALA), appendix: Atari scores at 200M frames "
