@@ -24,8 +24,11 @@ pytestmark = pytest.mark.slow  # every test here starts a cluster or a CLI run
 RUNS = {
     "es": ["train", "es", "--env", "HalfCheetah-v5", "--max-episode-steps", "200",
            "--population", "16", "--noise-size", "1000000", "--generations", "100000"],
+    # the suite's small Ape-X (tests/test_two_hosts.py): a replay refilled after its worker's
+    # death starts learning again after 200 transitions, not the default's 50,000
     "apex": ["train", "apex", "--env", "CartPole-v1", "--learner-steps", "10000000",
-             "--eval-interval", "0"],
+             "--eval-interval", "0", "--min-size", "200", "--learner-chunk", "4",
+             "--batch-size", "16", "--capacity", "2000", "--hidden", "16"],
 }
 
 

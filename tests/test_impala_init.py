@@ -111,16 +111,19 @@ def test_the_scheme_is_a_setting_of_the_run_and_kept_with_it(tmp_path):
         Impala("MinAtar/Breakout-v1", init_scheme="xavier", **small)
 
 
-def test_a_kept_folder_from_before_a_setting_existed_is_its_default():
-    """A kept seed saved before ``init_scheme`` existed ran what its default does now: it is not
-    refused for lacking it, and is for a value the entry does not give."""
+def test_a_kept_folder_from_before_a_setting_existed_is_its_default(tmp_path):
+    """A kept seed saved before ``init_scheme`` existed (the entry's default-init seed 0, now a
+    probe) ran what its default does now: not refused for lacking it where the entry gives the
+    default, refused under the laptop preset that now gives ``orthogonal`` on ALE ids."""
     from esnb.bench.results import catalogue
     from esnb.bench.results.runs import check_kept_folder
 
     entry = catalogue.entry("impala-pong")
-    kept = Path(__file__).parents[1] / "docs" / "results" / "seeds" / "impala-pong" / "seed0"
-    assert "init_scheme" not in json.loads((kept / "summary.json").read_text())["config"]
-    check_kept_folder(entry, 0, kept)
-    other = dataclasses.replace(entry, settings={**entry.settings, "init_scheme": "orthogonal"})
+    saved = (Path(__file__).parents[1] / "docs" / "results" / "probes"
+             / "impala-pong-default-seed0" / "summary.json")
+    assert "init_scheme" not in json.loads(saved.read_text())["config"]
+    (tmp_path / "summary.json").write_text(saved.read_text())
+    default = dataclasses.replace(entry, settings={**entry.settings, "init_scheme": "default"})
+    check_kept_folder(default, 0, tmp_path)
     with pytest.raises(ValueError, match=r"init_scheme 'default' \(now 'orthogonal'\)"):
-        check_kept_folder(other, 0, kept)
+        check_kept_folder(entry, 0, tmp_path)
