@@ -37,6 +37,8 @@ demo: install
 # -n 2: two test processes (pytest-xdist). Most tests wait on clusters, kernels and
 # subprocesses rather than compute, so two at once finish sooner on 2 cores; the SLURM tests
 # share one node and run in one process (--dist loadgroup, their xdist_group).
+# More processes do not help here: the slow tests at -n 4 took 1,576 s against 1,403 s at -n 2
+# (2026-11-30, one run each, back to back, quiet 2-core machine).
 # --durations=30: the 30 slowest tests are listed at the end (where the suite's time goes).
 TEST_PROCESSES ?= 2
 test: install-test

@@ -53,6 +53,7 @@ from esnb.cluster.jobqueue import (
     start_actor_worker,
     walltime_seconds,
 )
+from esnb.cluster.keep_local import keep_planned_workers
 from esnb.cluster.options import dashboard_address_for, underscored
 from esnb.cluster.plugins import (
     ACTOR_RESOURCE,
@@ -275,6 +276,8 @@ def _local_cluster(n_workers, threads, processes, sec, dashboard_address, kwargs
         except BaseException:
             cluster.close()
             raise
+        if processes:  # a nanny dask gave up on is started again (esnb.cluster.keep_local)
+            keep_planned_workers(cluster)
         return cluster
 
 

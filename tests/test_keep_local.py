@@ -1,0 +1,64 @@
+"""A LocalCluster keeps its planned workers when dask gives up on a nanny's restart
+(:mod:`esnb.cluster.keep_local`).
+
+Seen in the fault soak on a loaded machine: a killed worker took longer than dask's
+``lost-worker-timeout`` (15 s) to come back, dask closed its nanny and the cluster stayed a
+worker short. Here the timeout is 0.1 s, so dask gives up on every restart at once, as it did
+there; the wait for the worker is a condition, not a time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+
+import dask.config
+import pytest
+
+from esnb.cluster import make_client
+
+
+def _until(condition, what: str, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+def test_a_worker_whose_nanny_dask_gave_up_on_is_started_again(caplog):
+    with dask.config.set({"distributed.deploy.lost-worker-timeout": "0.1s"}):
+        client = make_client(2, dashboard_address=":0", set_as_default=False,
+                             silence_logs=logging.ERROR)
+        try:
+            cluster = client.cluster
+            pids = client.run(os.getpid)
+            victim = sorted(pids)[0]
+            names = set(cluster.worker_spec)
+            with caplog.at_level(logging.WARNING, logger="esnb.cluster"):
+                os.kill(pids[victim], signal.SIGKILL)
+                _until(lambda: len(cluster.workers) < 2, "dask never dropped the nanny")
+                _until(lambda: len(client.scheduler_info()["workers"]) == 2
+                       and victim not in client.scheduler_info()["workers"]
+                       and set(cluster.workers) == names, "the cluster stayed a worker short")
+            assert any("gave up restarting" in r.getMessage() for r in caplog.records)
+            assert client.submit(sum, [1, 2], pure=False).result() == 3
+            # scale() changes the plan first: a worker scaled away is not started again
+            cluster.scale(1)
+            _until(lambda: len(client.scheduler_info()["workers"]) == 1
+                   and set(cluster.workers) == set(cluster.worker_spec), "scale(1)")
+            assert len(cluster.worker_spec) == 1
+        finally:
+            client.close()
+            client.cluster.close()
+
+
+@pytest.mark.parametrize("processes", [False])
+def test_threads_clusters_have_no_such_check(processes):
+    client = make_client(1, processes=processes, dashboard_address=":0", set_as_default=False)
+    try:
+        assert "esnb-keep-planned-workers" not in client.cluster.periodic_callbacks
+    finally:
+        client.close()
+        client.cluster.close()
