@@ -12,19 +12,11 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import time
 
 import dask.config
-import pytest
+from test_apex_cluster import wait_for
 
 from esnb.cluster import make_client
-
-
-def _until(condition, what: str, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.1)
 
 
 def test_a_worker_whose_nanny_dask_gave_up_on_is_started_again(caplog):
@@ -38,25 +30,25 @@ def test_a_worker_whose_nanny_dask_gave_up_on_is_started_again(caplog):
             names = set(cluster.worker_spec)
             with caplog.at_level(logging.WARNING, logger="esnb.cluster"):
                 os.kill(pids[victim], signal.SIGKILL)
-                _until(lambda: len(cluster.workers) < 2, "dask never dropped the nanny")
-                _until(lambda: len(client.scheduler_info()["workers"]) == 2
-                       and victim not in client.scheduler_info()["workers"]
-                       and set(cluster.workers) == names, "the cluster stayed a worker short")
+                wait_for(lambda: len(cluster.workers) < 2, 300, "dask to drop the nanny")
+                wait_for(lambda: len(client.scheduler_info()["workers"]) == 2
+                         and victim not in client.scheduler_info()["workers"]
+                         and set(cluster.workers) == names, 300,
+                         "the worker dask gave up on (the cluster stayed a worker short)")
             assert any("gave up restarting" in r.getMessage() for r in caplog.records)
             assert client.submit(sum, [1, 2], pure=False).result() == 3
             # scale() changes the plan first: a worker scaled away is not started again
             cluster.scale(1)
-            _until(lambda: len(client.scheduler_info()["workers"]) == 1
-                   and set(cluster.workers) == set(cluster.worker_spec), "scale(1)")
+            wait_for(lambda: len(client.scheduler_info()["workers"]) == 1
+                     and set(cluster.workers) == set(cluster.worker_spec), 300, "scale(1)")
             assert len(cluster.worker_spec) == 1
         finally:
             client.close()
             client.cluster.close()
 
 
-@pytest.mark.parametrize("processes", [False])
-def test_threads_clusters_have_no_such_check(processes):
-    client = make_client(1, processes=processes, dashboard_address=":0", set_as_default=False)
+def test_threads_clusters_have_no_such_check():
+    client = make_client(1, processes=False, dashboard_address=":0", set_as_default=False)
     try:
         assert "esnb-keep-planned-workers" not in client.cluster.periodic_callbacks
     finally:
