@@ -16,22 +16,31 @@ import signal
 import dask.config
 from test_apex_cluster import wait_for
 
-from esnb.cluster import make_client
+from esnb.cluster import keep_local, make_client
 
 
-def test_a_worker_whose_nanny_dask_gave_up_on_is_started_again(caplog):
+def test_a_worker_whose_nanny_dask_gave_up_on_is_started_again(caplog, monkeypatch):
+    # checked every 50 ms: a check falls inside every worker start (scale() below)
+    monkeypatch.setattr(keep_local, "INTERVAL_S", 0.05)
     with dask.config.set({"distributed.deploy.lost-worker-timeout": "0.1s"}):
         client = make_client(2, dashboard_address=":0", set_as_default=False,
                              silence_logs=logging.ERROR)
         try:
             cluster = client.cluster
+            with caplog.at_level(logging.WARNING, logger="esnb.cluster"):
+                # a worker scale() is starting is in the plan before it has a nanny: no loss
+                cluster.scale(3)
+                wait_for(lambda: len(client.scheduler_info()["workers"]) == 3
+                         and len(cluster.workers) == 3, 300, "scale(3)")
+            assert not any("gave up" in r.getMessage() for r in caplog.records)
+            assert len(cluster.worker_spec) == 3
             pids = client.run(os.getpid)
             victim = sorted(pids)[0]
             names = set(cluster.worker_spec)
             with caplog.at_level(logging.WARNING, logger="esnb.cluster"):
                 os.kill(pids[victim], signal.SIGKILL)
-                wait_for(lambda: len(cluster.workers) < 2, 300, "dask to drop the nanny")
-                wait_for(lambda: len(client.scheduler_info()["workers"]) == 2
+                wait_for(lambda: len(cluster.workers) < 3, 300, "dask to drop the nanny")
+                wait_for(lambda: len(client.scheduler_info()["workers"]) == 3
                          and victim not in client.scheduler_info()["workers"]
                          and set(cluster.workers) == names, 300,
                          "the worker dask gave up on (the cluster stayed a worker short)")

@@ -21,24 +21,37 @@ log = logging.getLogger("esnb.cluster")
 INTERVAL_S = 2.0
 
 
-def keep_planned_workers(cluster, interval_s: float = INTERVAL_S):
+def keep_planned_workers(cluster, interval_s: float | None = None):
     """Start, on ``cluster``'s event loop, a periodic check that replaces the nannies dask's
     ``SpecCluster`` forgot (see the module's doc); returns the callback (stopped with the
-    cluster's loop, or by ``.stop()``)."""
+    cluster's loop, or by ``.stop()``); ``interval_s`` (None: :data:`INTERVAL_S`)."""
     from tornado.ioloop import PeriodicCallback
 
+    seen_missing: set = set()
+
     def check():
+        lock = getattr(cluster, "_lock", None)
         if getattr(cluster.status, "name", "") != "running" or getattr(
-                cluster, "_correct_state_waiting", None) is not None:
+                cluster, "_correct_state_waiting", None) is not None or (
+                lock is not None and lock.locked()):
+            # dask is starting or closing workers (scale(), a start): a name of the plan is
+            # missing from the nannies until the start is done, which is no loss
+            seen_missing.clear()
             return
-        missing = sorted(map(str, set(cluster.worker_spec) - set(cluster.workers)))
+        now = set(cluster.worker_spec) - set(cluster.workers)
+        # missing at two checks in a row with no start in between: scale() changes the plan
+        # before its start is scheduled, so a single check may fall between the two
+        missing = sorted(map(str, now & seen_missing))
+        seen_missing.clear()
+        seen_missing.update(now)
         if missing:
+            seen_missing.clear()
             log.warning("worker%s %s gave up restarting (dask's lost-worker-timeout): "
                         "starting %s again", "s" * (len(missing) > 1), ", ".join(missing),
                         "them" if len(missing) > 1 else "it")
             cluster._correct_state()
 
-    callback = PeriodicCallback(check, interval_s * 1000)
+    callback = PeriodicCallback(check, (interval_s or INTERVAL_S) * 1000)
     cluster.loop.add_callback(callback.start)
     cluster.periodic_callbacks["esnb-keep-planned-workers"] = callback
     return callback
