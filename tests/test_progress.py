@@ -91,3 +91,49 @@ def test_names_are_written_as_people_write_them():
     assert titles["cemrl"] == "CEM-RL" and titles["es"] == "OpenAI-ES"
     # the checkpoint's name is unchanged: old checkpoints still load
     assert algorithms()["apex"].load_runner().algorithm == "ApeX"
+
+
+def test_lines_say_each_quarter_of_the_budget_and_the_time_left():
+    """Progress as lines (a bench's seeds, a log file): one line each time the counter passes
+    another ``every`` of the total, each with the counters, the returns and the time left at the
+    rate so far; none at all with the bar's carriage returns."""
+    env, settings = RUNS["es"]
+    runner = algorithms()["es"].load_runner()(env, client=False, seed=1, **settings)
+    out = io.StringIO()
+    progress = Progress(runner, "generations", 10, file=out, lines="es-cartpole seed 1",
+                        every=0.25)
+    try:
+        runner.start(generations=10)
+        runner.wait()
+    finally:
+        progress.close()
+        runner.close()
+    text = out.getvalue()
+    assert "\r" not in text and "|" not in text
+    lines = text.splitlines()
+    # said at the first generation (10%), then at the first to pass 25%, 50%, 75% and 100%
+    heads = [re.match(r"esnb: es-cartpole seed 1: (\d+)% \((\d+)/10 generations\), ret ",
+                      line) for line in lines]
+    assert all(heads), lines
+    assert [(int(h.group(1)), int(h.group(2))) for h in heads] == [
+        (10, 1), (30, 3), (50, 5), (80, 8), (100, 10)]
+    assert all(re.search(r", \d+:\d\d left$", line) for line in lines[1:-1]), lines
+    assert not lines[0].endswith("left") and not lines[-1].endswith("left")  # no rate; done
+
+
+def test_lines_say_where_a_stopped_run_ended_once():
+    """A run stopped between two lines (a signal): close() says where it stopped, once."""
+    env, settings = RUNS["es"]
+    runner = algorithms()["es"].load_runner()(env, client=False, seed=1, **settings)
+    out = io.StringIO()
+    progress = Progress(runner, "generations", 100, file=out, lines="es seed 1")
+    try:
+        runner.start(generations=3)  # the run's own budget ends it at 3 of the 100 said
+        runner.wait()
+    finally:
+        progress.close()
+        progress.close()
+        runner.close()
+    lines = out.getvalue().splitlines()
+    assert [line.split(": ")[2].split(",")[0] for line in lines] == [
+        "1% (1/100 generations)", "3% (3/100 generations)"], lines

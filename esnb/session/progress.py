@@ -3,6 +3,7 @@ the replay's fill and one named throughput figure."""
 
 from __future__ import annotations
 
+import sys
 import time
 
 from tqdm import tqdm
@@ -36,14 +37,24 @@ class Progress:
 
     A run that passes its budget (the last generation of an env-step budget) ends at 100%: the
     total grows to where it ended rather than the bar losing its percentage.
+
+    With ``lines`` (a label, e.g. ``"impala-pong seed 1"``) there is no bar: one plain line
+    each time the counter passes another ``every`` of the total, and at its end, with the
+    time left at the rate so far. That is for output read later or in a file (a bench's
+    seeds of hours, a batch job's log), where a bar's carriage returns pile up.
     """
 
     def __init__(self, runner, unit: str, total: float | None, disable: bool = False,
-                 file=None):
+                 file=None, lines: str | None = None, every: float = 0.05):
         self.runner, self.unit = runner, unit
         self.bar = tqdm(total=total, unit=" " + unit.replace("_", " "), dynamic_ncols=True,
-                        disable=disable, smoothing=0.1, file=file,
+                        disable=disable or lines is not None, smoothing=0.1, file=file,
                         bar_format=BAR_FORMAT if total else None)
+        self.label, self.every, self.file = lines, every, file
+        self.next_line = 0.0  # the fraction of the total at which the next line is said
+        self.said: tuple[float, str] | None = None  # the counter and postfix of the last row
+        self.told: float | None = None  # the counter of the last line said
+        self.counted: tuple[float, float] | None = None  # (time, counter) of the first row
         self.last = 0.0
         self.first: tuple[float, float] | None = None  # (time, env steps) of the first row
         self.capacity = getattr(runner.config, "capacity", None)  # a replay's rows, if any
@@ -80,6 +91,9 @@ class Progress:
 
     def __call__(self, row: dict) -> None:
         now = float(self.runner._progress().get(self.unit, 0))
+        if self.label is not None:
+            self._line(now, row)
+            return
         if self.bar.total is not None and now >= self.bar.total:
             # the last row: 100% (the total grows to a passed budget rather than the bar losing
             # its percentage), drawn once, by close()
@@ -90,5 +104,31 @@ class Progress:
         self.last = now
         self.bar.set_postfix_str(self.postfix(row), refresh=False)
 
+    def _line(self, now: float, row: dict) -> None:
+        clock = time.perf_counter()
+        if self.counted is None:
+            self.counted = (clock, now)
+        self.said = (now, self.postfix(row))
+        total = self.bar.total
+        if total and now / total >= self.next_line:
+            self.next_line = (now / total // self.every + 1) * self.every
+            self._say(now, clock)
+
+    def _say(self, now: float, clock: float) -> None:
+        total = self.bar.total
+        unit = self.unit.replace("_", " ")
+        head = (f"{min(now / total, 1):.0%} ({now:,.0f}/{total:,.0f} {unit})" if total
+                else f"{now:,.0f} {unit}")
+        parts = [head] + ([self.said[1]] if self.said and self.said[1] else [])
+        t0, n0 = self.counted or (clock, now)
+        if total and now < total and now > n0 and clock > t0:
+            parts.append(f"{tqdm.format_interval((total - now) * (clock - t0) / (now - n0))} "
+                         f"left")
+        print(f"esnb: {self.label}: " + ", ".join(parts), file=self.file or sys.stderr,
+              flush=True)
+        self.told = now
+
     def close(self) -> None:
+        if self.label is not None and self.said is not None and self.said[0] != self.told:
+            self._say(self.said[0], time.perf_counter())  # where it stopped (a signal), once
         self.bar.close()

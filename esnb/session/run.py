@@ -99,7 +99,8 @@ def _cluster(plan: RunPlan, executor):
         yield security, made
 
 
-def run(plan: RunPlan, executor=None, banner: str | None = None, say: bool = True) -> Outcome:
+def run(plan: RunPlan, executor=None, banner: str | None = None, say: bool = True,
+        progress_lines: str | None = None) -> Outcome:
     """Run ``plan`` to its budget (or a signal) and write its folder.
 
     Parameters
@@ -114,6 +115,9 @@ def run(plan: RunPlan, executor=None, banner: str | None = None, say: bool = Tru
     say : bool
         Print the dashboard's line, the budget's note, the summary and the folder (the
         results bench runs quietly).
+    progress_lines : str, optional
+        Progress as plain lines starting with this label, one each 5% of the budget, instead
+        of a bar (:class:`esnb.session.progress.Progress`; also with ``progress`` off).
 
     Returns
     -------
@@ -141,7 +145,7 @@ def run(plan: RunPlan, executor=None, banner: str | None = None, say: bool = Tru
                           f"notebook (esnb runs lists the runs)", file=sys.stderr)
                 link = runner.dashboard_link or getattr(where, "dashboard_link", None)
                 outcome = _run_and_finish(runner, plan, interrupts, started, banner, link,
-                                          trackers, say)
+                                          trackers, say, progress_lines)
             finished = True
             return outcome
         finally:
@@ -153,7 +157,7 @@ def run(plan: RunPlan, executor=None, banner: str | None = None, say: bool = Tru
 
 def _run_and_finish(runner, plan: RunPlan, interrupts: Interrupts, started: float,
                     banner: str | None, link: str | None, trackers: list,
-                    say: bool) -> Outcome:
+                    say: bool, progress_lines: str | None = None) -> Outcome:
     """The run to its budget (or a signal), its run folder, the trackers' last records."""
     options = plan.options
     videos = start_videos(runner, options, plan.folder)
@@ -169,7 +173,8 @@ def _run_and_finish(runner, plan: RunPlan, interrupts: Interrupts, started: floa
     note = budget_note(runner, unit, total)
     if note and say:
         print(note, file=sys.stderr)
-    progress = Progress(runner, unit, total, disable=not options.progress)
+    progress = Progress(runner, unit, total, disable=not options.progress,
+                        lines=progress_lines)
     try:
         if interrupts.signum is None:  # a signal while the cluster started: no run
             runner.start(controls_schedule=options.controls, **todo)

@@ -72,7 +72,8 @@ def run_seed(entry: Entry, seed: int, client, folder: Path | None = None) -> dic
                             resume=str(folder) if resume else None)
     settings = {} if resume else {"env": entry.env, "seed": seed, **entry.settings}
     checked = plan(entry.algorithm, settings, options, entry.budget, check_cluster_now=False)
-    outcome = run(checked, executor=client, say=False)
+    # a seed may take hours: a line each 5% of its budget says how far and how long yet
+    outcome = run(checked, executor=client, say=False, progress_lines=f"{entry.key} seed {seed}")
     if outcome.stopped:
         raise KeyboardInterrupt(f"{entry.key} seed {seed} stopped; its run folder {folder} "
                                 f"resumes it")
