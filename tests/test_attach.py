@@ -155,6 +155,13 @@ def test_launch_attach_steer_from_two_kernels_and_stop(in_tmp, capsys):
     assert not (folder / "attach.json").exists() and not (folder / "attach").exists()
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["final_eval_episodes"] == 1
+    # its log says how far it went in lines (the first generation, then where it stopped)
+    log = (folder / "run.log").read_text()
+    said = [ln for ln in log.splitlines() if ln.startswith("esnb: run-a: ")]
+    ended_at = int(summary["last"]["generation"])
+    assert "\r" not in log and len(said) == 2, log[-3000:]
+    assert said[0].startswith("esnb: run-a: 0% (1/100,000 generations), ret ")
+    assert said[1].startswith(f"esnb: run-a: 0% ({ended_at:,}/100,000 generations), ret ")
     # a panel left open on the ended run reads the values it ended with (no error)
     assert a.controls.as_dict() == summary["controls"] and a.controls["lr"] == 0.02
     ended = dashboard(a)

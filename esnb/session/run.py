@@ -204,4 +204,6 @@ def run_file(path) -> int:
 
     plan = RunPlan.read(path)
     check_cluster(plan.options.workers, plan.options.address, plan.options.serve)
-    return run(plan).code
+    # a launched run's or a batch job's output is a log file (run.log, slurm-N.out): lines,
+    # which read well there, rather than a bar's carriage returns or nothing
+    return run(plan, progress_lines=None if sys.stderr.isatty() else plan.folder.name).code
