@@ -41,7 +41,11 @@ def test_train_on_a_cluster_with_progress(tmp_path):
     p = esnb("train", "es", "--env", "CartPole-v1", "--generations", "2", "--workers", "2",
              "--population", "10", "--noise-size", "1000000", "--out", str(tmp_path / "r"))
     assert p.returncode == 0, p.stderr
-    assert "generations" in p.stderr  # the tqdm bar
+    # stderr is a pipe, not a terminal (as a batch job's log): progress as lines, no bar
+    assert "\r" not in p.stderr and "|" not in p.stderr, p.stderr
+    said = [ln for ln in p.stderr.splitlines() if ln.startswith("esnb: r: ")]
+    assert [ln.split(",")[0] for ln in said] == ["esnb: r: 50% (1/2 generations)",
+                                                 "esnb: r: 100% (2/2 generations)"], said
     assert "esnb: OpenAI-ES on CartPole-v1, dashboard http" in p.stderr  # every train run
     assert pd.read_csv(tmp_path / "r" / "history.csv").workers.tolist() == [2, 2]
 
@@ -197,16 +201,45 @@ def test_help_renders_bounds_as_written(capsys):
     assert "[1, 2**29]" in page and "e+0" not in page
 
 
+def on_a_terminal(*args: str, timeout: float = 300) -> tuple[int, str]:
+    """``esnb`` with its stdout and stderr on a pseudo-terminal of 120 columns, as in a
+    person's terminal: its exit status and what the terminal was sent."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "esnb.cli", *args], stdin=subprocess.DEVNULL,
+                            stdout=follower, stderr=follower)
+    os.close(follower)
+    sent = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: every process holding the terminal has ended
+            break
+        if not chunk:
+            break
+        sent.append(chunk)
+    os.close(leader)
+    return proc.wait(timeout=timeout), b"".join(sent).decode(errors="replace")
+
+
 def test_progress_bar_one_named_rate_the_budget_note_and_100_percent_when_passed(tmp_path):
-    """An env-step budget runs whole generations: said once up front; the bar names its one
-    throughput figure and ends at 100% although the last generation passes the budget."""
-    p = esnb("train", "es", "--env", "CartPole-v1", "--steps", "3000", "--workers", "0",
-             "--population", "10", "--noise-size", "1000000", "--final-eval", "0",
-             "--out", str(tmp_path / "r"))
-    assert p.returncode == 0, p.stderr
-    assert p.stderr.count("runs whole generations") == 1
-    assert "reaches 3,000 env steps (it may pass it)" in p.stderr
-    states = [s for line in p.stderr.splitlines() for s in line.split("\r") if "|" in s]
+    """An env-step budget runs whole generations: said once up front; on a terminal the bar
+    names its one throughput figure and ends at 100% although the last generation passes the
+    budget."""
+    code, shown = on_a_terminal("train", "es", "--env", "CartPole-v1", "--steps", "3000",
+                                "--workers", "0", "--population", "10", "--noise-size",
+                                "1000000", "--final-eval", "0", "--out", str(tmp_path / "r"))
+    assert code == 0, shown
+    assert shown.count("runs whole generations") == 1
+    assert "reaches 3,000 env steps (it may pass it)" in shown
+    assert "esnb: r: " not in shown  # a bar, not lines
+    states = [s for line in shown.splitlines() for s in line.split("\r") if "|" in s]
     last = states[-1]
     steps = pd.read_csv(tmp_path / "r" / "history.csv").env_steps.iloc[-1]
     assert steps > 3000  # the last generation passed the budget...

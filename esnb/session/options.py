@@ -57,7 +57,8 @@ class RunOptions(Settings):
     checkpoint_every: float = option(60.0, low=0, metavar="SECONDS",
                                      help="write the run's checkpoint this often, and when it "
                                           "ends")
-    progress: bool = option(True, help="a progress bar on stderr (--no-progress: none)")
+    progress: bool = option(True, help="progress on stderr: a bar on a terminal, else a line "
+                                       "each 5% of the budget (--no-progress: none)")
     tensorboard: str | None = option(
         None, kind="str", metavar="DIR", says="off", bare=True, const="",
         help="also log every history column and each control change for TensorBoard, into "

@@ -118,6 +118,8 @@ def run(plan: RunPlan, executor=None, banner: str | None = None, say: bool = Tru
     progress_lines : str, optional
         Progress as plain lines starting with this label, one each 5% of the budget, instead
         of a bar (:class:`esnb.session.progress.Progress`; also with ``progress`` off).
+        Default: a bar on a terminal; lines labelled with the run folder's name when stderr
+        is not one and ``say`` and ``progress`` are on.
 
     Returns
     -------
@@ -173,6 +175,10 @@ def _run_and_finish(runner, plan: RunPlan, interrupts: Interrupts, started: floa
     note = budget_note(runner, unit, total)
     if note and say:
         print(note, file=sys.stderr)
+    if progress_lines is None and say and options.progress and not sys.stderr.isatty():
+        # output read later (a batch job's slurm-N.out, nohup, a pipe): lines, not a bar's
+        # carriage returns
+        progress_lines = plan.folder.name
     progress = Progress(runner, unit, total, disable=not options.progress,
                         lines=progress_lines)
     try:
@@ -204,6 +210,6 @@ def run_file(path) -> int:
 
     plan = RunPlan.read(path)
     check_cluster(plan.options.workers, plan.options.address, plan.options.serve)
-    # a launched run's or a batch job's output is a log file (run.log, slurm-N.out): lines,
-    # which read well there, rather than a bar's carriage returns or nothing
+    # a launched run's output is its log file (run.log): lines there, also with its progress
+    # off (esnb.launch's runs serve and show no bar)
     return run(plan, progress_lines=None if sys.stderr.isatty() else plan.folder.name).code
