@@ -91,6 +91,11 @@ def test_launch_attach_steer_from_two_kernels_and_stop(in_tmp, capsys):
         esnb.launch("es", name="run-a", **RUN)  # a second run into its folder: refused
     b = esnb.attach("run-a", origin="kernel-b")
     until("3 generations", lambda: b.iteration >= 3)
+    # esnb runs says how far it is: the last progress line of its log (said at generation 1,
+    # the next at 5% of its 100,000)
+    assert esnb.runs().progress.tolist()[0].startswith("0% (1/100,000 generations), ret ")
+    assert main(["runs"]) == 0
+    assert "  runs/run-a  0% (1/100,000 generations), ret " in capsys.readouterr().out
     figure = b.plot()  # the run's own panels, drawn from the fetched history
     assert len(b.plot_panels) >= 2 and len(figure.children) == len(b.plot_panels)
     first = len(b.history)

@@ -136,7 +136,8 @@ def list_runs(folder: str) -> int:
         return 0
     for row in table.itertuples():
         since = row.started.strftime("%Y-%m-%d %H:%M:%S")
-        print(f"{row.name}  {row.algorithm}  pid {row.pid}  since {since}  {row.folder}")
+        print(f"{row.name}  {row.algorithm}  pid {row.pid}  since {since}  {row.folder}"
+              + (f"  {row.progress}" if row.progress else ""))
     return 0
 
 

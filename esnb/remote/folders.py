@@ -99,7 +99,8 @@ def _wrong(info) -> str | None:
 
 def runs(folder="runs") -> pd.DataFrame:
     """The runs under ``folder`` that can be attached: one row each (name, algorithm, pid,
-    address, started, folder), oldest first. A folder whose live run's ``attach.json`` is
+    address, started, folder, progress: the last progress line of a launched run's log, or
+    ""), oldest first. A folder whose live run's ``attach.json`` is
     damaged is named in one warning line each (:class:`DamagedRun`'s), and the others listed."""
     import pandas as pd
 
@@ -115,8 +116,9 @@ def runs(folder="runs") -> pd.DataFrame:
             rows.append({"name": info["name"], "algorithm": info["algorithm"],
                          "pid": info["pid"], "address": info["address"],
                          "started": pd.Timestamp.fromtimestamp(info["started"]),  # local
-                         "folder": str(sub)})
-    cols = ["name", "algorithm", "pid", "address", "started", "folder"]
+                         "folder": str(sub),
+                         "progress": last_progress(sub / "run.log", sub.name)})
+    cols = ["name", "algorithm", "pid", "address", "started", "folder", "progress"]
     return pd.DataFrame(rows, columns=cols).sort_values("started", ignore_index=True)
 
 
@@ -143,6 +145,20 @@ def _ended(path: Path) -> RunEnded:
     ckpt = path / "checkpoint.npz"
     where = f"its checkpoint: {ckpt}" if ckpt.exists() else "it left no checkpoint"
     return RunEnded(f"run {path.name!r} has ended ({where}); nothing to attach to")
+
+
+def last_progress(log: Path, name: str) -> str:
+    """What the last progress line of a run's log says (``35% (3,500/10,000 generations),
+    ret 120, 0:10:00 left``: :class:`esnb.session.progress.Progress`'s lines), or ""."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 65536))  # the lines are at its end
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    head = f"esnb: {name}: "
+    said = [ln[len(head):].strip() for ln in text.splitlines() if ln.startswith(head)]
+    return said[-1] if said else ""
 
 
 def last_line(log: Path) -> str:
