@@ -299,3 +299,22 @@ def test_an_ended_served_run_answers_reads_only_and_keeps_its_folder_open(tmp_pa
         finally:
             served.close()
             runner.close()
+
+
+def test_the_progress_esnb_runs_shows_is_the_last_line_its_run_said(tmp_path):
+    """``esnb runs``'s progress column: the last line of the run's log said by its own
+    progress (not another run's, not an error line); "" without a log or such a line."""
+    from esnb.remote.folders import last_progress
+
+    log = tmp_path / "run.log"
+    assert last_progress(log, "a") == ""  # a served `esnb train`: its output is a terminal
+    log.write_text("esnb: a: 5% (50/1,000 generations), ret 12.5, 0:09:30 left\n"
+                   "esnb: b: 90% (900/1,000 generations), ret 99\n"
+                   "esnb: a: 10% (100/1,000 generations), ret 20.1, 0:09:00 left\n"
+                   "worker tcp://127.0.0.1:1 died (connection lost)\n")
+    assert last_progress(log, "a") == "10% (100/1,000 generations), ret 20.1, 0:09:00 left"
+    assert last_progress(log, "c") == ""
+    # only the log's end is read: a long log's last line is still found
+    with open(log, "a") as f:
+        f.write("x" * 200_000 + "\nesnb: a: 15% (150/1,000 generations), ret 30\n")
+    assert last_progress(log, "a") == "15% (150/1,000 generations), ret 30"
