@@ -121,6 +121,24 @@ def test_lines_say_each_quarter_of_the_budget_and_the_time_left():
     assert not lines[0].endswith("left") and not lines[-1].endswith("left")  # no rate; done
 
 
+def test_lines_say_each_twentieth_once():
+    """The default: a line at each 5% of the total, each once (parts counted in integers; in
+    floats 0.25 // 0.05 is 4.0, and the 25%, 45%, 50% ... lines were said twice)."""
+    env, settings = RUNS["es"]
+    runner = algorithms()["es"].load_runner()(env, client=False, seed=1, **settings)
+    out = io.StringIO()
+    progress = Progress(runner, "generations", 40, file=out, lines="es seed 1")
+    try:
+        runner.start(generations=40)
+        runner.wait()
+    finally:
+        progress.close()
+        runner.close()
+    said = [int(re.match(r"esnb: es seed 1: \d+% \((\d+)/40 generations\)", line).group(1))
+            for line in out.getvalue().splitlines()]
+    assert said == [1, *range(2, 41, 2)]
+
+
 def test_lines_say_where_a_stopped_run_ended_once():
     """A run stopped between two lines (a signal): close() says where it stopped, once."""
     env, settings = RUNS["es"]

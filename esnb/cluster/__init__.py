@@ -43,6 +43,7 @@ from distributed import Client
 
 from esnb import config
 from esnb.cluster import forkserver, quiet
+from esnb.cluster.clients import start_client
 from esnb.cluster.deaths import QuietDeathsPlugin, quiet_death_echoes, report_deaths
 from esnb.cluster.jobqueue import (
     JOBQUEUE_CLASSES,
@@ -342,7 +343,8 @@ def _connect(address: str, set_as_default: bool, sec) -> Client:
         raise ValueError(f"cannot reach a Dask scheduler at {address!r}: {refused}")
     timeout = dask.config.get("distributed.comm.timeouts.connect")
     try:
-        return Client(address, set_as_default=set_as_default, security=sec, timeout=timeout)
+        return start_client(address, set_as_default=set_as_default, security=sec,
+                            timeout=timeout)
     except (OSError, TimeoutError) as exc:
         raise ValueError(f"cannot reach a Dask scheduler at {address!r} within {timeout} "
                          f"({type(exc).__name__}: {exc})") from None

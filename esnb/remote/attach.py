@@ -48,10 +48,10 @@ STATUS_AGE = 0.2
 def connect(address: str, security, name: str, timeout: float = CONNECT_TIMEOUT):
     """A Dask client of a run's scheduler; a refused connection (no or foreign credentials) is
     one line."""
-    from distributed import Client
+    from esnb.cluster.clients import start_client
 
     try:
-        return Client(address, security=security, set_as_default=False, timeout=timeout)
+        return start_client(address, security=security, set_as_default=False, timeout=timeout)
     except Exception as exc:  # noqa: BLE001 - dask raises OSError, TimeoutError, TypeError...
         why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ValueError(f"cannot attach to run {name!r} at {address}: {why} (only the user "

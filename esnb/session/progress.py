@@ -51,7 +51,10 @@ class Progress:
                         disable=disable or lines is not None, smoothing=0.1, file=file,
                         bar_format=BAR_FORMAT if total else None)
         self.label, self.every, self.file = lines, every, file
-        self.next_line = 0.0  # the fraction of the total at which the next line is said
+        # lines at whole parts of the total (counted in integers: 0.25 // 0.05 is 4.0 in floats,
+        # which said the 25% line twice)
+        self.parts = max(1, round(1 / every))
+        self.next_part = 0  # the part of the total at which the next line is said
         self.said: tuple[float, str] | None = None  # the counter and postfix of the last row
         self.told: float | None = None  # the counter of the last line said
         self.counted: tuple[float, float] | None = None  # (time, counter) of the first row
@@ -110,8 +113,8 @@ class Progress:
             self.counted = (clock, now)
         self.said = (now, self.postfix(row))
         total = self.bar.total
-        if total and now / total >= self.next_line:
-            self.next_line = (now / total // self.every + 1) * self.every
+        if total and now * self.parts >= self.next_part * total:
+            self.next_part = int(now * self.parts // total) + 1
             self._say(now, clock)
 
     def _say(self, now: float, clock: float) -> None:
