@@ -148,7 +148,7 @@ def test_launch_attach_steer_from_two_kernels_and_stop(in_tmp, capsys):
     from distributed import Client
     from distributed.security import Security
 
-    clients = {id(c) for c in gc.get_objects() if isinstance(c, Client)}
+    clients = [c for c in gc.get_objects() if isinstance(c, Client)]  # held: no id reused
     for target, security in ((address, None), (address.replace("tls://", "tcp://"), None),
                              (address, Security.temporary())):
         with pytest.raises(ValueError, match="only the user who started it can attach"):
@@ -156,7 +156,8 @@ def test_launch_attach_steer_from_two_kernels_and_stop(in_tmp, capsys):
         # the Client that failed is gone already: left to a later garbage collection, its
         # __del__ takes dask's LoopRunner lock, which the next Client's start may hold: a
         # deadlock (a CI run waited 10 minutes there)
-        assert {id(c) for c in gc.get_objects() if isinstance(c, Client)} == clients
+        assert {id(c) for c in gc.get_objects() if isinstance(c, Client)} == {
+            id(c) for c in clients}
 
     b.detach()
     with pytest.raises(ValueError, match="detached"):
