@@ -93,24 +93,30 @@ def test_names_are_written_as_people_write_them():
     assert algorithms()["apex"].load_runner().algorithm == "ApeX"
 
 
-def test_lines_say_each_quarter_of_the_budget_and_the_time_left():
-    """Progress as lines (a bench's seeds, a log file): one line each time the counter passes
-    another ``every`` of the total, each with the counters, the returns and the time left at the
-    rate so far; none at all with the bar's carriage returns."""
+def es_lines(generations: int, said_total: int, label: str, **kwargs) -> list[str]:
+    """The lines a small inline ES run of ``generations`` says against a total of
+    ``said_total`` (``close()`` called twice: it says where the run ended once)."""
     env, settings = RUNS["es"]
     runner = algorithms()["es"].load_runner()(env, client=False, seed=1, **settings)
     out = io.StringIO()
-    progress = Progress(runner, "generations", 10, file=out, lines="es-cartpole seed 1",
-                        every=0.25)
+    progress = Progress(runner, "generations", said_total, file=out, lines=label, **kwargs)
     try:
-        runner.start(generations=10)
+        runner.start(generations=generations)
         runner.wait()
     finally:
         progress.close()
+        progress.close()
         runner.close()
     text = out.getvalue()
-    assert "\r" not in text and "|" not in text
-    lines = text.splitlines()
+    assert "\r" not in text and "|" not in text  # none of the bar's carriage returns
+    return text.splitlines()
+
+
+def test_lines_say_each_quarter_of_the_budget_and_the_time_left():
+    """Progress as lines (a bench's seeds, a log file): one line each time the counter passes
+    another ``every`` of the total, each with the counters, the returns and the time left at the
+    rate so far."""
+    lines = es_lines(10, 10, "es-cartpole seed 1", every=0.25)
     # said at the first generation (10%), then at the first to pass 25%, 50%, 75% and 100%
     heads = [re.match(r"esnb: es-cartpole seed 1: (\d+)% \((\d+)/10 generations\), ret ",
                       line) for line in lines]
@@ -124,34 +130,13 @@ def test_lines_say_each_quarter_of_the_budget_and_the_time_left():
 def test_lines_say_each_twentieth_once():
     """The default: a line at each 5% of the total, each once (parts counted in integers; in
     floats 0.25 // 0.05 is 4.0, and the 25%, 45%, 50% ... lines were said twice)."""
-    env, settings = RUNS["es"]
-    runner = algorithms()["es"].load_runner()(env, client=False, seed=1, **settings)
-    out = io.StringIO()
-    progress = Progress(runner, "generations", 40, file=out, lines="es seed 1")
-    try:
-        runner.start(generations=40)
-        runner.wait()
-    finally:
-        progress.close()
-        runner.close()
     said = [int(re.match(r"esnb: es seed 1: \d+% \((\d+)/40 generations\)", line).group(1))
-            for line in out.getvalue().splitlines()]
+            for line in es_lines(40, 40, "es seed 1")]
     assert said == [1, *range(2, 41, 2)]
 
 
 def test_lines_say_where_a_stopped_run_ended_once():
     """A run stopped between two lines (a signal): close() says where it stopped, once."""
-    env, settings = RUNS["es"]
-    runner = algorithms()["es"].load_runner()(env, client=False, seed=1, **settings)
-    out = io.StringIO()
-    progress = Progress(runner, "generations", 100, file=out, lines="es seed 1")
-    try:
-        runner.start(generations=3)  # the run's own budget ends it at 3 of the 100 said
-        runner.wait()
-    finally:
-        progress.close()
-        progress.close()
-        runner.close()
-    lines = out.getvalue().splitlines()
+    lines = es_lines(3, 100, "es seed 1")  # the run's own budget ends it at 3 of the 100 said
     assert [line.split(": ")[2].split(",")[0] for line in lines] == [
         "1% (1/100 generations)", "3% (3/100 generations)"], lines
