@@ -39,9 +39,10 @@ class Progress:
     total grows to where it ended rather than the bar losing its percentage.
 
     With ``lines`` (a label, e.g. ``"impala-pong seed 1"``) there is no bar: one plain line
-    each time the counter passes another ``every`` of the total, and at its end, with the
-    time left at the rate so far. That is for output read later or in a file (a bench's
-    seeds of hours, a batch job's log), where a bar's carriage returns pile up.
+    each time the counter passes another ``every`` of the total (a whole part of it: 1/20,
+    1/4 ...), and at its end, with the time left at the rate so far. That is for output read
+    later or in a file (a bench's seeds of hours, a batch job's log), where a bar's carriage
+    returns pile up.
     """
 
     def __init__(self, runner, unit: str, total: float | None, disable: bool = False,
@@ -50,7 +51,7 @@ class Progress:
         self.bar = tqdm(total=total, unit=" " + unit.replace("_", " "), dynamic_ncols=True,
                         disable=disable or lines is not None, smoothing=0.1, file=file,
                         bar_format=BAR_FORMAT if total else None)
-        self.label, self.every, self.file = lines, every, file
+        self.label, self.file = lines, file
         # lines at whole parts of the total (counted in integers: 0.25 // 0.05 is 4.0 in floats,
         # which said the 25% line twice)
         self.parts = max(1, round(1 / every))
