@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import subprocess
+import sys
 
 import dask.config
 from test_apex_cluster import wait_for
@@ -54,6 +56,53 @@ def test_a_worker_whose_nanny_dask_gave_up_on_is_started_again(caplog, monkeypat
         finally:
             client.close()
             client.cluster.close()
+
+
+def test_a_name_still_held_is_waited_for_and_a_failed_start_is_started_again(caplog,
+                                                                              monkeypatch):
+    """The CI's failure: dask closed a nanny that had just restarted its worker; the check
+    started the name again while that worker still held it, the scheduler refused it ("name
+    taken") and the failed nanny stayed in ``cluster.workers``, a worker short for good. Here
+    another process holds the name the cluster's next worker takes: the start scale() makes
+    fails as that one did; once the holder leaves, the name is started again."""
+    monkeypatch.setattr(keep_local, "INTERVAL_S", 0.05)
+    client = make_client(2, dashboard_address=":0", set_as_default=False,
+                         silence_logs=logging.CRITICAL)
+    holder = None
+    try:
+        cluster = client.cluster
+        assert set(cluster.worker_spec) == {0, 1}
+        name = 2  # the name scale(3) gives its new worker
+        holder = subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_worker", cluster.scheduler_address,
+             "--name", str(name), "--no-nanny", "--nthreads", "1", "--no-dashboard"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(lambda: len(client.scheduler_info()["workers"]) == 3, 300, "the holder")
+        with caplog.at_level(logging.WARNING, logger="esnb.cluster"):
+            cluster.scale(3)
+            assert name in cluster.worker_spec
+            wait_for(lambda: name in cluster.workers
+                     and cluster.workers[name].status.name == "failed", 300,
+                     "the refused start")
+            # the name is held: the check waits, it does not start a refused worker again
+            for _ in range(20):
+                client.run_on_scheduler(lambda: None)
+            assert cluster.workers[name].status.name == "failed"
+            assert not [r for r in caplog.records if r.name == "esnb.cluster"]
+            holder.terminate()
+            holder.wait(60)
+            wait_for(lambda: len(client.scheduler_info()["workers"]) == 3
+                     and name in cluster.workers
+                     and cluster.workers[name].status.name == "running", 300,
+                     "the refused name started again")
+        assert any(f"worker {name} failed to start: starting it again" in r.getMessage()
+                   for r in caplog.records)
+        assert client.submit(sum, [1, 2], pure=False).result() == 3
+    finally:
+        if holder is not None and holder.poll() is None:
+            holder.kill()
+        client.close()
+        client.cluster.close()
 
 
 def test_threads_clusters_have_no_such_check():
