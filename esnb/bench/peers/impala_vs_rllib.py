@@ -38,6 +38,7 @@ import sys
 from esnb.bench.common.flags import add_json
 from esnb.bench.common.interpreter import child
 from esnb.bench.common.report import Session
+from esnb.bench.peers import impala_to_score as to_score
 from esnb.bench.peers.versions import peer_versions
 from esnb.settings import integer
 
@@ -86,12 +87,13 @@ client.close()
 print("ESNB-BENCH " + json.dumps(out), flush=True)
 '''
 
-#: RLlib's IMPALA in a fresh interpreter, the same arguments; SETTINGS (prepended by
-#: :func:`rllib_rate`) define UNROLL, BATCH, ENVS, CONV and HEAD
-RLLIB_CHILD = r'''
+#: RLlib's IMPALA built in a fresh interpreter (argv: mode, workers, budget, the frames' side,
+#: env): ``algo``, and ``find``/``counts`` to read its results. SETTINGS (prepended) define
+#: UNROLL, BATCH, ENVS, CONV, HEAD and WINDOW; the program that follows (:data:`RLLIB_RATE`,
+#: or :data:`esnb.bench.peers.impala_to_score.RLLIB_CHILD`) trains it.
+RLLIB_SETUP = r'''
 import json, logging, os, sys, time
-mode, env_id = sys.argv[1], sys.argv[5]
-workers, iterations, screen = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+workers, screen, env_id = int(sys.argv[2]), int(sys.argv[4]), sys.argv[5]
 import gymnasium as gym
 import ray
 from ray.rllib.algorithms.impala import IMPALAConfig
@@ -121,6 +123,7 @@ config = (IMPALAConfig()
           .rl_module(model_config=DefaultModelConfig(
               conv_filters=CONV, conv_activation="relu", head_fcnet_hiddens=HEAD,
               head_fcnet_activation="relu", vf_share_layers=True))
+          .reporting(metrics_num_episodes_for_smoothing=WINDOW)
           .debugging(seed=0))
 # RLlib's default 0.0 polls the env runners' sample calls with ray.wait(timeout=0), which on
 # this machine never saw an episode batch ready (nothing sampled in 55,000 training_step
@@ -137,7 +140,11 @@ def find(d, key):
 def counts(res):
     return (int(find(res, "num_env_steps_sampled_lifetime")),
             int(find(res, "num_env_steps_trained_lifetime")))
+'''
 
+#: RLlib's rates: one warm-up ``train()``, then ``iterations`` (argv[3]) timed
+RLLIB_RATE = r'''
+iterations = int(sys.argv[3])
 sampled0, trained0 = counts(algo.train())
 t0 = time.perf_counter()
 for _ in range(iterations):
@@ -151,6 +158,12 @@ algo.stop()
 ray.shutdown()
 print("ESNB-BENCH " + json.dumps(out), flush=True)
 '''
+
+
+def rllib_settings() -> str:
+    """The workload both sides are given, as the RLlib programs' first lines."""
+    return (f"UNROLL, BATCH, ENVS, CONV, HEAD, WINDOW = {UNROLL}, {BATCH}, {SLOTS * ENVS}, "
+            f"{CONV!r}, {HEAD!r}, {to_score.WINDOW}\n")
 
 
 def add_arguments(p) -> None:
@@ -168,6 +181,18 @@ def add_arguments(p) -> None:
     p.add_argument("--rllib-python", default=sys.executable, metavar="PATH",
                    help="the python that runs RLlib, with the extra installed (pip install "
                         "'esnb[rllib]') (default: this interpreter)")
+    p.add_argument("--to-score", type=float, default=None, metavar="SCORE",
+                   help="instead of rates: train each side alone, one after the other, until "
+                        "its training return (the mean of the last 100 games) passes SCORE "
+                        "(-15: Pong's curve well off the floor), and report the wall clock and "
+                        "agent steps each took")
+    p.add_argument("--max-steps", type=integer(1), default=8_000_000, metavar="AGENT_STEPS",
+                   help="with --to-score: the agent steps after which a side that has not "
+                        "passed the score stops (it reports how far it got)")
+    p.add_argument("--esnb-run", default=None, metavar="DIR",
+                   help="with --to-score: read esnb's side from a run folder trained with the "
+                        "laptop preset on this workload (a results seed, e.g. "
+                        "docs/results/seeds/impala-pong/seed2) instead of training it again")
     add_json(p)
 
 
@@ -194,12 +219,10 @@ def esnb_rate(env: str, workers: int, iterations: int, screen: int = 84) -> dict
 def rllib_rate(env: str, workers: int, iterations: int, python: str,
                screen: int = 84) -> dict:
     """RLlib's IMPALA on ``env`` in a fresh ``python``: agent steps sampled and trained."""
-    settings = (f"UNROLL, BATCH, ENVS, CONV, HEAD = {UNROLL}, {BATCH}, {SLOTS * ENVS}, "
-                f"{CONV!r}, {HEAD!r}\n")
     for attempt in range(1, ATTEMPTS + 1):
         try:
             out = child("rllib", workers, iterations, screen, env,
-                        source=settings + RLLIB_CHILD,
+                        source=rllib_settings() + RLLIB_SETUP + RLLIB_RATE,
                         python=python)
             break
         except RuntimeError as exc:
@@ -240,8 +263,38 @@ def measure(env: str = ENV, workers: int = 2, rounds: int = 2, iterations: int =
             "ratio": {k: med["esnb"][k] / med["rllib"][k] for k in KEYS}}
 
 
+def measure_to_score(env: str = ENV, workers: int = 2, score: float = -15.0,
+                     max_steps: int = 8_000_000, python: str = sys.executable,
+                     screen: int = 84, esnb_run: str | None = None, progress=print) -> dict:
+    """Each side alone to ``score`` (:mod:`esnb.bench.peers.impala_to_score`), esnb first
+    (or read from ``esnb_run``), then RLlib."""
+    if esnb_run is not None:
+        to_score.history(esnb_run)  # a wrong folder says so before anything runs
+    version = check_rllib(python)
+    settings = (f"UNROLL, BATCH, SLOTS, ENVS = {UNROLL}, {BATCH}, {SLOTS}, {ENVS}\n")
+    if esnb_run is not None:
+        ours = to_score.from_run(esnb_run, score, max_steps, progress)
+    else:
+        ours = to_score.esnb_to_score(env, workers, score, max_steps, screen, settings,
+                                      progress)
+    theirs = to_score.rllib_to_score(env, workers, score, max_steps, screen, python,
+                                     rllib_settings(), RLLIB_SETUP, progress)
+    return {"env": env, "workers": workers, "score": score, "max_steps": max_steps,
+            "window": to_score.WINDOW, "screen": screen, "unroll": UNROLL, "batch": BATCH,
+            "envs": workers * SLOTS * ENVS, "ray": version, "esnb": ours, "rllib": theirs}
+
+
 def run(args) -> int:
     session = Session()
+    if args.to_score is not None:
+        r = measure_to_score(args.env, args.workers, args.to_score, args.max_steps,
+                             args.rllib_python, args.screen_size, args.esnb_run)
+        print()
+        to_score.report(r)
+        return session.done(args, r, rerun=f"esnb bench impala-vs-rllib --to-score "
+                                           f"{args.to_score:g}")
+    if args.esnb_run is not None:
+        raise ValueError("--esnb-run reads esnb's side of --to-score: give --to-score too")
     r = measure(args.env, args.workers, args.rounds, args.iterations, args.rllib_python,
                 screen=args.screen_size)
     print()
