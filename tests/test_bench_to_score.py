@@ -91,10 +91,32 @@ def test_esnb_side_is_read_from_a_run_folder(tmp_path):
     # passes -15 at n = 28.5, so at row 29
     assert out["steps_to_score"] == 29_000 and out["seconds_to_score"] == 29 * 60.0
     assert out["curve"][8][2] is None and out["curve"][9][2] == pytest.approx(-21 + 0.25 * 5.5)
-    assert lines == [f"  esnb (read from {tmp_path}): -15 at 29,000 agent steps, 29.0 min"]
+    assert lines == [f"  esnb (read from {tmp_path}, less 0.0 min of evaluations): -15 at "
+                     f"29,000 agent steps, 29.0 min"]
     # a budget before the crossing: not reached, how far it got
     short = to_score.from_run(tmp_path, -15.0, 20_000, progress=lambda _: None)
     assert not short["reached"] and short["steps"] == 20_000
+
+
+def test_a_seeds_evaluations_are_taken_out_of_its_clock(tmp_path):
+    """A results seed evaluates greedily every so often: that row (and the next, whose actors
+    stalled behind it) take longer; the time beyond the usual row's is not training's."""
+    rows = ["iteration,wall_time,env_steps,episodes,return_mean,eval_return"]
+    clock, games = 0.0, 0
+    for i in range(1, 31):
+        # rows of 10 s; row 12 evaluates (+40 s) and row 13 waits behind it (+15 s)
+        clock += 10.0 + 40.0 * (i == 12) + 15.0 * (i == 13)
+        games += 10
+        rows.append(f"{i},{clock},{i * 1000},{games},{-21 + i * 0.25},"
+                    f"{-20.0 if i == 12 else ''}")
+    (tmp_path / "history.csv").write_text("\n".join(rows) + "\n")
+    import pandas as pd
+
+    extra = to_score.evaluation_seconds(pd.read_csv(tmp_path / "history.csv"))
+    assert extra[11] == 40.0 and extra[12] == 15.0 and sum(extra) == 55.0
+    out = to_score.from_run(tmp_path, -15.0, 10**6, progress=lambda _: None)
+    assert out["steps_to_score"] == 29_000 and out["seconds_to_score"] == 290.0
+    assert out["evaluation_seconds"] == 55.0
 
 
 def test_a_folder_without_a_history_is_refused_before_anything_runs(tmp_path):

@@ -195,28 +195,53 @@ def history(folder: str | os.PathLike) -> Path:
     return path
 
 
+def evaluation_seconds(h) -> list[float]:
+    """Per history row, the seconds its greedy evaluation (and the row after, whose actors had
+    stalled behind it) took beyond the row's usual time (the median of the 10 rows before):
+    a results seed evaluates every ``eval_interval`` updates, a fresh bench run never."""
+    import statistics
+
+    took = h.wall_time.diff().fillna(h.wall_time.iloc[0]).tolist()
+    evaluated = h.eval_return.notna().tolist() if "eval_return" in h else [False] * len(h)
+    extra, usual = [], []
+    for i, seconds in enumerate(took):
+        if evaluated[i] or (i and evaluated[i - 1]):
+            extra.append(max(0.0, seconds - statistics.median(usual[-10:])) if usual else 0.0)
+        else:
+            extra.append(0.0)
+            usual.append(seconds)
+    return extra
+
+
 def from_run(folder: str | os.PathLike, score: float, max_steps: int, progress=print) -> dict:
     """esnb's side read from a run folder's history (a results seed): the same pooled score
-    and wall clock as a fresh run's, up to ``max_steps`` agent steps."""
+    up to ``max_steps`` agent steps, on the run's wall clock less its evaluations
+    (:func:`evaluation_seconds`; the seconds taken out are reported)."""
     import pandas as pd
 
     h = pd.read_csv(history(folder))
+    extra = evaluation_seconds(h)
     curve = Curve("esnb", score, max_steps, progress=lambda _line: None)
     games: list[tuple[int, float]] = []
-    seen = 0
-    for row in h.itertuples():
+    seen, taken_out, at_score = 0, 0.0, None
+    for row, seconds in zip(h.itertuples(), extra):
         if row.env_steps > max_steps:
             break
+        taken_out += seconds
         if row.episodes > seen:
             games.append((int(row.episodes) - seen, float(row.return_mean)))
             seen = int(row.episodes)
-        curve.add({"steps": row.env_steps, "seconds": row.wall_time,
+        curve.add({"steps": row.env_steps, "seconds": row.wall_time - taken_out,
                    "mean": pooled(games, WINDOW)})
+        if at_score is None and curve.reached is not None:
+            at_score = taken_out
     out = curve.result()
-    progress(f"  esnb (read from {folder}): " + (
-        f"{score:+g} at {out['steps_to_score']:,} agent steps, "
-        f"{out['seconds_to_score'] / 60:.1f} min" if out["reached"]
-        else f"not reached in {out['steps']:,} agent steps (best {out['best']})"))
+    out["evaluation_seconds"] = at_score if at_score is not None else taken_out
+    progress(f"  esnb (read from {folder}, less {out['evaluation_seconds'] / 60:.1f} min of "
+             f"evaluations): " + (
+                 f"{score:+g} at {out['steps_to_score']:,} agent steps, "
+                 f"{out['seconds_to_score'] / 60:.1f} min" if out["reached"]
+                 else f"not reached in {out['steps']:,} agent steps (best {out['best']})"))
     return {**out, "source": str(folder)}
 
 
