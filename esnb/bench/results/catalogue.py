@@ -245,7 +245,7 @@ ENTRIES: tuple[Entry, ...] = (
                "0 at 7.5M and +18 at 9.2M; greedy evaluations 16.4 to 20.3 from 8.3M on but "
                "one of 2.0 at 9.3M (a dip the next two, 20.1 and 20.2, left behind); final "
                "20.30; 4 h 45 min, a third of it beside the test suite. At the default init "
-               "the same seed was at "
+               "seed 0 was at "
                "-6.8 at 8M (docs/results/probes/impala-pong-default-seed0: off -20 only after "
                "3M steps, climbing ~2 points a million); A2C's orthogonal init started ~1M "
                "agent steps sooner on both seeds tried and climbed 4-5 points a million past "
