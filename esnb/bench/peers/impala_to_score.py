@@ -21,14 +21,12 @@ above the score; a side that never gets there reports how far it got.
 from __future__ import annotations
 
 import inspect
-import json
 import math
 import os
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
+
+from esnb.bench.common.interpreter import streamed
 
 #: games pooled into the score (RLlib's own smoothing window is 100 episodes too)
 WINDOW = 100
@@ -108,31 +106,6 @@ def pooled(games, window):
         if not left:
             break
     return total / window
-
-
-def streamed(source: str, args: list, python: str, on_progress) -> dict:
-    """Run ``source`` in a fresh ``python`` with ``args``, handing each ``ESNB-PROGRESS {json}``
-    line to ``on_progress`` as it comes (a run of hours says where it is); its ``ESNB-BENCH
-    {json}`` line. No time limit: the run ends at its score or its step budget."""
-    with tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen([python, "-c", source, *map(str, args)],
-                                stdout=subprocess.PIPE, stderr=err, text=True,
-                                env={**os.environ, "ESNB_BENCH_LAUNCHED": repr(time.time())})
-        out = None
-        try:
-            for line in proc.stdout:
-                if line.startswith("ESNB-PROGRESS "):
-                    on_progress(json.loads(line[len("ESNB-PROGRESS "):]))
-                elif line.startswith("ESNB-BENCH "):
-                    out = json.loads(line[len("ESNB-BENCH "):])
-        finally:
-            if proc.poll() is None:  # the parent stopped early (Ctrl-C, an error): so does it
-                proc.kill()
-            proc.wait()
-        if out is None:
-            err.seek(0)
-            raise RuntimeError(f"the run failed:\n{err.read()[-3000:]}")
-    return out
 
 
 class Curve:
