@@ -185,14 +185,15 @@ def add_arguments(p) -> None:
                    help="instead of rates: train each side alone, one after the other, until "
                         "its training return (the mean of the last 100 games) passes SCORE "
                         "(-15: Pong's curve well off the floor), and report the wall clock and "
-                        "agent steps each took")
+                        "agent steps each took [default: none, rates are measured]")
     p.add_argument("--max-steps", type=integer(1), default=8_000_000, metavar="AGENT_STEPS",
                    help="with --to-score: the agent steps after which a side that has not "
                         "passed the score stops (it reports how far it got)")
     p.add_argument("--esnb-run", default=None, metavar="DIR",
                    help="with --to-score: read esnb's side from a run folder trained with the "
                         "laptop preset on this workload (a results seed, e.g. "
-                        "docs/results/seeds/impala-pong/seed2) instead of training it again")
+                        "docs/results/seeds/impala-pong/seed2) instead of training it again "
+                        "[default: none, esnb trains]")
     add_json(p)
 
 
