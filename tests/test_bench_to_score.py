@@ -145,3 +145,59 @@ def test_esnb_stops_at_its_step_budget_without_the_score(monkeypatch):
                                  progress=lambda _: None)
     assert not out["reached"] and out["steps"] >= 3_000
     assert out["steps"] - out["curve"][-2][0] > 0 and out["curve"][-2][0] < 3_000
+
+
+STOPPED_BY_CTRL_C = r'''
+import json
+from esnb.bench.peers import impala_to_score as to_score
+to_score.WINDOW = 20
+add = to_score.Curve.add
+def add_and_say(self, p):
+    add(self, p)
+    print("POINT", p["steps"], flush=True)
+to_score.Curve.add = add_and_say
+out = to_score.esnb_to_score("CartPole-v1", 1, 500.0, 10**9, 84,
+                             "UNROLL, BATCH, SLOTS, ENVS = 8, 2, 1, 4\n", print)
+print("RESULT " + json.dumps(out), flush=True)
+'''
+
+
+def test_a_ctrl_c_stops_a_side_where_it_is_and_keeps_its_curve():
+    """A terminal's Ctrl-C reaches the whole process group (the bench and its child run):
+    the child stops, and the curve so far comes back, marked stopped, not lost."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", STOPPED_BY_CTRL_C], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        points = 0
+        for line in proc.stdout:
+            points += line.startswith("POINT ")
+            if points == 5:
+                os.killpg(proc.pid, signal.SIGINT)
+                break
+        rest = proc.stdout.read()
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    out = json.loads(next(line[len("RESULT "):] for line in rest.splitlines()
+                          if line.startswith("RESULT ")))
+    assert out["stopped"] is True and not out["reached"]
+    assert len(out["curve"]) >= 5 and out["steps"] == out["curve"][-1][0] > 0
+    assert "esnb: stopped (Ctrl-C) at" in rest
+
+
+def test_the_report_of_a_bench_stopped_before_rllib_started(capsys):
+    side = to_score.Curve("esnb", -15.0, 1_000)
+    side.add({"steps": 500, "seconds": 60.0, "mean": -20.5})
+    r = {"env": "ALE/Pong-v5", "score": -15.0, "max_steps": 1_000, "workers": 2, "screen": 84,
+         "esnb": {**side.result(), "stopped": True}, "rllib": None}
+    to_score.report(r)
+    out = capsys.readouterr().out
+    assert "> 500" in out and "stopped (Ctrl-C)" in out
+    assert "rllib   not run (stopped before it)" in out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -34,10 +35,26 @@ def child(mode: str, workers: int, generations: int, population: int, env: str,
     raise RuntimeError(f"the measured run failed:\n{proc.stderr[-3000:]}")
 
 
+def stop(proc: subprocess.Popen, grace: float = 30.0) -> None:
+    """Stop a child the way a terminal's Ctrl-C does, so that it cleans up (a Ray node it
+    started is shut down with it): a moment for the SIGINT its process group may already
+    have had, then one of its own, then a kill if it is still there after ``grace`` s."""
+    for sig in (None, signal.SIGINT, signal.SIGKILL):
+        if sig is not None:
+            proc.send_signal(sig)
+        try:
+            proc.wait(timeout=grace if sig is not signal.SIGKILL else None)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
 def streamed(source: str, args: list, python: str, on_progress) -> dict:
     """Run ``source`` in a fresh ``python`` with ``args``, handing each ``ESNB-PROGRESS {json}``
     line to ``on_progress`` as it comes (a run of hours says where it is); its ``ESNB-BENCH
-    {json}`` line. No time limit: the run ends at its score or its step budget."""
+    {json}`` line. No time limit: the run ends at its score or its step budget, or when the
+    parent is interrupted (the child is stopped, see :func:`stop`; KeyboardInterrupt goes on
+    up)."""
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen([python, "-c", source, *map(str, args)],
                                 stdout=subprocess.PIPE, stderr=err, text=True,
@@ -51,8 +68,7 @@ def streamed(source: str, args: list, python: str, on_progress) -> dict:
                     out = json.loads(line[len("ESNB-BENCH "):])
         finally:
             if proc.poll() is None:  # the parent stopped early (Ctrl-C, an error): so does it
-                proc.kill()
-            proc.wait()
+                stop(proc)
         if out is None:
             err.seek(0)
             raise RuntimeError(f"the run failed:\n{err.read()[-3000:]}")

@@ -223,9 +223,8 @@ def esnb_to_score(env: str, workers: int, score: float, max_steps: int, screen: 
     """esnb's IMPALA (laptop preset) trained in a fresh interpreter to ``score``."""
     curve = Curve("esnb", score, max_steps, progress)
     source = settings + f"WINDOW = {WINDOW}\n" + inspect.getsource(pooled) + ESNB_CHILD
-    out = streamed(source, ["esnb", workers, max_steps, screen, env, score], sys.executable,
-                   curve.add)
-    return {**curve.result(), **out}
+    return _until_stopped(curve, source, ["esnb", workers, max_steps, screen, env, score],
+                          sys.executable, progress)
 
 
 def rllib_to_score(env: str, workers: int, score: float, max_steps: int, screen: int,
@@ -233,8 +232,22 @@ def rllib_to_score(env: str, workers: int, score: float, max_steps: int, screen:
     """RLlib's IMPALA (its defaults) trained in a fresh ``python`` to ``score``."""
     curve = Curve("rllib", score, max_steps, progress)
     source = "import time\nt0 = time.perf_counter()\n" + settings + setup + RLLIB_CHILD
-    out = streamed(source, ["rllib", workers, max_steps, screen, env, score], python, curve.add)
-    return {**curve.result(), **out}
+    return _until_stopped(curve, source, ["rllib", workers, max_steps, screen, env, score],
+                          python, progress)
+
+
+def _until_stopped(curve: Curve, source: str, args: list, python: str, progress) -> dict:
+    """The side's run to its score or budget; a Ctrl-C stops it where it is and keeps its
+    curve so far, marked ``stopped`` (hours of a run are not thrown away for want of one
+    more)."""
+    try:
+        out = streamed(source, args, python, curve.add)
+    except KeyboardInterrupt:
+        result = curve.result()
+        progress(f"  {curve.name}: stopped (Ctrl-C) at {result['steps']:,} agent steps, "
+                 f"{result['seconds'] / 60:.1f} min")
+        return {**result, "stopped": True}
+    return {**curve.result(), **out, "stopped": False}
 
 
 def report(r: dict) -> None:
@@ -245,12 +258,18 @@ def report(r: dict) -> None:
     print(f"  {'':<8}{'agent steps':>14}{'minutes':>10}{'agent steps/s':>15}{'best':>8}")
     for name in ("esnb", "rllib"):
         s = r[name]
+        if s is None:
+            print(f"  {name:<8}not run (stopped before it)")
+            continue
         steps = f"{s['steps_to_score']:,}" if s["reached"] else f"> {s['steps']:,}"
         minutes = (f"{s['seconds_to_score'] / 60:.1f}" if s["reached"]
                    else f"> {s['seconds'] / 60:.1f}")
         rate = s["agent_steps_per_s"] or 0.0
         best = "-" if s["best"] is None else f"{s['best']:+.1f}"
-        print(f"  {name:<8}{steps:>14}{minutes:>10}{rate:>17,.0f}{best:>8}")
+        stopped = "  stopped (Ctrl-C)" if s.get("stopped") else ""
+        print(f"  {name:<8}{steps:>14}{minutes:>10}{rate:>17,.0f}{best:>8}{stopped}")
+    if r["rllib"] is None:
+        return
     ours, theirs = r["esnb"]["milestones"], r["rllib"]["milestones"]
     both = [mark for mark in ours if mark in theirs]
     if both:

@@ -185,7 +185,9 @@ def add_arguments(p) -> None:
                    help="instead of rates: train each side alone, one after the other, until "
                         "its training return (the mean of the last 100 games) passes SCORE "
                         "(-15: Pong's curve well off the floor), and report the wall clock and "
-                        "agent steps each took [default: none, rates are measured]")
+                        "agent steps each took; a Ctrl-C stops the side running and reports its "
+                        "curve so far "
+                        "[default: none, rates are measured]")
     p.add_argument("--max-steps", type=integer(1), default=8_000_000, metavar="AGENT_STEPS",
                    help="with --to-score: the agent steps after which a side that has not "
                         "passed the score stops (it reports how far it got)")
@@ -268,7 +270,8 @@ def measure_to_score(env: str = ENV, workers: int = 2, score: float = -15.0,
                      max_steps: int = 8_000_000, python: str = sys.executable,
                      screen: int = 84, esnb_run: str | None = None, progress=print) -> dict:
     """Each side alone to ``score`` (:mod:`esnb.bench.peers.impala_to_score`), esnb first
-    (or read from ``esnb_run``), then RLlib."""
+    (or read from ``esnb_run``), then RLlib. A Ctrl-C stops the side running, keeps its curve
+    so far (``stopped``) and reports; a side not started then is None."""
     if esnb_run is not None:
         to_score.history(esnb_run)  # a wrong folder says so before anything runs
     version = check_rllib(python)
@@ -278,8 +281,9 @@ def measure_to_score(env: str = ENV, workers: int = 2, score: float = -15.0,
     else:
         ours = to_score.esnb_to_score(env, workers, score, max_steps, screen, settings,
                                       progress)
-    theirs = to_score.rllib_to_score(env, workers, score, max_steps, screen, python,
-                                     rllib_settings(), RLLIB_SETUP, progress)
+    # a Ctrl-C that stopped esnb's side stops the bench: RLlib's is not started
+    theirs = None if ours.get("stopped") else to_score.rllib_to_score(
+        env, workers, score, max_steps, screen, python, rllib_settings(), RLLIB_SETUP, progress)
     return {"env": env, "workers": workers, "score": score, "max_steps": max_steps,
             "window": to_score.WINDOW, "screen": screen, "unroll": UNROLL, "batch": BATCH,
             "envs": workers * SLOTS * ENVS, "ray": version, "esnb": ours, "rllib": theirs}
