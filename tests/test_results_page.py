@@ -97,6 +97,27 @@ def test_an_entry_of_hours_a_seed_shows_on_how_many_of_its_seeds_it_rests(tmp_pa
     assert "seeds so far" not in text and "(3)" in text
 
 
+def test_an_interval_stops_where_the_task_bounds_a_score(tmp_path):
+    """Three Pong seeds of 21.0, 20.3 and 14.6: Student-t's 95% interval reaches 27.35, past
+    the +21 a game can give; the page cuts it at +21 (its low end, inside, is kept)."""
+    pong = catalogue.entry("impala-pong")
+    assert pong.score_range == (-21, 21)
+    finals = [21.0, 20.3, 14.6]
+    mean, lo, hi = mean_ci(finals, method=runs.CI_METHOD)
+    assert hi > 21 and lo > -21
+    _fake_run(tmp_path, pong, finals)
+    text = page.render(tmp_path)[page.PAGE]
+    assert f"**{mean:,.2f}** [{lo:,.2f}, 21.00] (3)" in text
+    assert f"{hi:,.2f}" not in text
+    # an entry the task does not bound keeps the interval as Student-t gives it
+    bitflip = catalogue.entry("eorl-bitflip7")
+    assert bitflip.score_range is None
+    wide = [1.0, 9.0, 4.0]
+    _fake_run(tmp_path, bitflip, wide)
+    mean, lo, hi = mean_ci(wide, method=runs.CI_METHOD)
+    assert f"**{mean:,.2f}** [{lo:,.2f}, {hi:,.2f}] (3)" in page.render(tmp_path)[page.PAGE]
+
+
 def test_a_task_set_waits_for_two_seeds_of_every_task(tmp_path):
     """A stratified bootstrap needs 2 runs or more of each task: until then the set says
     which entries lack them instead of failing the page."""

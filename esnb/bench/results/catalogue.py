@@ -66,6 +66,10 @@ class Entry:
     note : str
         How to read the row beside its references: why esnb's number is below the paper's,
         or why they are not comparable.
+    score_range : (float, float), optional
+        The least and the most a final score can be (Pong: -21 to +21 a game; CartPole-v1: 0
+        to 500), where the task bounds it. The page cuts the seeds' interval there: the true
+        mean lies inside, so the cut interval covers it as often as the uncut one.
     """
 
     key: str
@@ -80,6 +84,7 @@ class Entry:
     paper: Reference | None = None
     peer: Reference | None = None
     note: str = ""
+    score_range: tuple[float, float] | None = None
 
     def command(self, seed: str = "S") -> str:
         """The ``esnb train`` command of one seed of this entry (for the page)."""
@@ -191,7 +196,7 @@ ENTRIES: tuple[Entry, ...] = (
                "same env steps at small learning rates; at lr 0.02 the paper (Figure 4) warns "
                "that the reuse can hurt."),
     Entry("apex-cartpole", "apex", "laptop", "CartPole-v1", {"learner_steps": 4_000},
-          "Ape-X DQN", peer=Reference(
+          "Ape-X DQN", score_range=(0, 500), peer=Reference(
               "488.69 ± 16.11", "CartPole-v1, 500,000 env steps",
               "CleanRL `dqn.py`, docs/rl-algorithms/dqn.md (vwxyzjn/cleanrl at 01bd173)"),
           paper=Reference("—", "Atari only", "Horgan et al. 2018 (Ape-X) report Atari-57 "
@@ -199,13 +204,13 @@ ENTRIES: tuple[Entry, ...] = (
           note="CleanRL's figure is its training episodes' return over 500,000 env steps; "
                "esnb's is a greedy evaluation after 4,000 learner steps."),
     Entry("apex-dpg-invpendulum", "apex-dpg", "laptop", "InvertedPendulum-v5",
-          {"learner_steps": 2_500}, "Ape-X DPG", eval_episodes=10,
+          {"learner_steps": 2_500}, "Ape-X DPG", eval_episodes=10, score_range=(0, 1000),
           paper=Reference("—", "DeepMind control suite from features", "Horgan et al. 2018 "
                           "(Ape-X) show DPG curves on manipulator/humanoid/walker tasks; no "
                           "InvertedPendulum"),
           note="1000 is the most an episode can return."),
     Entry("impala-cartpole", "impala", "laptop", "CartPole-v1", {"learner_steps": 2_000},
-          "IMPALA",
+          "IMPALA", score_range=(0, 500),
           peer=Reference("stops at 150", "CartPole-v0 (episodes of 200), ≤ 500,000 env steps",
                          "RLlib tuned example rllib/tuned_examples/impala/cartpole-impala.yaml "
                          "(ray-project/ray at 0ec52e8): its stopping target, not a score"),
@@ -214,7 +219,7 @@ ENTRIES: tuple[Entry, ...] = (
           note="The learning rate decays linearly to 0 over the learner-step budget "
                "(lr_schedule linear), so the final parameters are the ones judged."),
     Entry("impala-cartpole-paper", "impala", "paper", "CartPole-v1", {"env_steps": 1_280_000},
-          "IMPALA (paper preset)",
+          "IMPALA (paper preset)", score_range=(0, 500),
           paper=Reference("—", "DMLab-30 and Atari", "Espeholt et al. 2018 (IMPALA): no "
                           "CartPole"),
           note="The paper preset's values off Atari (the released code's DMLab ones) on "
@@ -223,7 +228,7 @@ ENTRIES: tuple[Entry, ...] = (
                "is 1: no change). The budget is the laptop row's env steps (2,000 learner "
                "steps of 32 x 20 frames); with unrolls of 100 that is 400 learner steps."),
     Entry("impala-pong", "impala", "laptop", "ALE/Pong-v5", {"env_steps": 10_000_000},
-          "IMPALA on Pong", eval_episodes=10, seeds=3,
+          "IMPALA on Pong", eval_episodes=10, seeds=3, score_range=(-21, 21),
           paper=Reference("—", "57 Atari games, 200M frames (50M agent steps)",
                           "Espeholt et al. 2018 (IMPALA), appendix: Atari scores at 200M frames "
                           "(its per-game table is not among the sources esnb holds)"),
@@ -236,15 +241,21 @@ ENTRIES: tuple[Entry, ...] = (
                "can give. 10M agent steps (40M frames), CleanRL's PPO's budget. Seed 0 ran "
                "7.21M agent steps as a probe in one session and was resumed to 10M in the "
                "next (the preset had taken its init; Adam's rate is constant, so a longer "
-               "budget is the same run gone on): its training return passed -15 at 3.9M, 0 at "
-               "7.0M and +18 at 8.2M agent steps (means of 20 rows), its greedy evaluations "
-               "were 19.9 to 21.0 from 8.0M on, and its final 10 games all 21-0. Wall-clock "
-               "4 h 03 min, about half of it beside the test suite or other runs (~900 agent "
-               "steps/s alone, 430-700 beside them). Seed 1, from scratch over three sessions "
-               "(its checkpoint committed between them): training return past -15 at 4.3M, "
-               "0 at 7.5M and +18 at 9.2M; greedy evaluations 16.4 to 20.3 from 8.3M on but "
+               "budget is the same run gone on): its training score (the mean of its last 100 "
+               "games) passed -15 at 3.9M agent steps, 0 at 7.2M and +18 at 8.3M, its greedy "
+               "evaluations were 19.9 to 21.0 from 8.0M on, and its final 10 games all 21-0. "
+               "Wall-clock 4 h 03 min, about half of it beside the test suite or other runs "
+               "(~900 agent steps/s alone, 430-700 beside them). Seed 1, from scratch over "
+               "three sessions (its checkpoint committed between them): -15 at 4.2M, 0 at "
+               "7.1M and +18 at 9.4M; greedy evaluations 16.4 to 20.3 from 8.3M on but "
                "one of 2.0 at 9.3M (a dip the next two, 20.1 and 20.2, left behind); final "
-               "20.30; 4 h 45 min, a third of it beside the test suite. At the default init "
+               "20.30; 4 h 45 min, a third of it beside the test suite. Seed 2, alone over two "
+               "sessions, was the slowest: -15 at 4.2M (67 min), 0 at 7.7M, +10 only at "
+               "9.95M, still climbing when its budget ended; greedy evaluations 15.5 at "
+               "7.4M, 18.0, 19.4 and 17.8 at 9.0-9.7M, then 9.4 at 9.9M and a final 14.60 "
+               "(sd 6.6 over its 10 games), below +18 on its own, so the three seeds' "
+               "mean of 18.63 has a wide interval; 2 h 49 min at ~1,000-"
+               "1,160 agent steps/s. At the default init "
                "seed 0 was at "
                "-6.8 at 8M (docs/results/probes/impala-pong-default-seed0: off -20 only after "
                "3M steps, climbing ~2 points a million); A2C's orthogonal init started ~1M "

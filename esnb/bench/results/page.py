@@ -32,7 +32,9 @@ How to read it:
   seeds the run never selected on; EORL: the paper's metric, the mean return of the last 100
   training episodes). Mean over seeds with a Student-t 95% interval, `mean ± t(0.975, n-1)
   s/sqrt(n)`: its coverage holds for few seeds when their scores are about normal (a percentile
-  bootstrap over 5 seeds covers only ~83%, measured in `tests/test_seed_tables.py`).
+  bootstrap over 5 seeds covers only ~83%, measured in `tests/test_seed_tables.py`). Where the
+  task bounds a score (+21 a Pong game, 500 a CartPole episode) the interval stops there: the
+  true mean lies inside, so the cut interval covers it as often.
 - **Budgets** are counted in the runner's own counters (env steps, learner steps, episodes):
   a seeded ES run does the same work on any machine; the asynchronous algorithms (Ape-X,
   IMPALA, AES-RL) do not repeat bitwise, their seeds spread them.
@@ -56,7 +58,7 @@ def render(root: Path) -> dict[Path, str]:
     for e in ENTRIES:
         doc = runs[e.key]
         try:
-            stats = _stats(doc)
+            stats = _stats(doc, e)
             lines.append(_summary_row(e, doc, stats))
             sections.append(_section(e, doc, stats))
             if doc is not None:
@@ -130,14 +132,17 @@ def _profile_figure(task_set: aggregate.TaskSet, agg: dict) -> str:
                       "share of runs above each normalised score, 95% band")
 
 
-def _stats(doc: dict | None) -> dict | None:
+def _stats(doc: dict | None, e: Entry) -> dict | None:
     if doc is None or not doc["seeds"]:
         return None
     finals = [s["final"] for s in doc["seeds"]]
     saved = doc.get("interval") or {}
     same = saved.get("finals") == finals and saved.get("method") == CI_METHOD
     ci = saved if same else interval(finals)  # edited, or another method: recomputed
-    return {"mean": ci["mean"], "lo": ci["lo"], "hi": ci["hi"], "n": len(finals),
+    lo, hi = ci["lo"], ci["hi"]
+    if e.score_range is not None:  # no mean lies past what a score can be: cut there
+        lo, hi = max(lo, e.score_range[0]), min(hi, e.score_range[1])  # (NaN stays NaN)
+    return {"mean": ci["mean"], "lo": lo, "hi": hi, "n": len(finals),
             "env_steps": float(np.mean([s["env_steps"] for s in doc["seeds"]])),
             "wall": float(np.mean([s["wall_s"] for s in doc["seeds"]]))}
 
