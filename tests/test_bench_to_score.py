@@ -201,3 +201,35 @@ def test_the_report_of_a_bench_stopped_before_rllib_started(capsys):
     out = capsys.readouterr().out
     assert "> 500" in out and "stopped (Ctrl-C)" in out
     assert "rllib   not run (stopped before it)" in out
+
+
+def test_the_figure_draws_both_curves_over_the_range_both_cover():
+    def side(points):
+        curve = to_score.Curve("x", -15.0, 10**9, progress=lambda _: None)
+        for p in points:
+            curve.add(p)
+        return curve.result()
+
+    esnb = side([{"steps": 0, "seconds": 0.0, "mean": None},
+                 {"steps": 1_000, "seconds": 60.0, "mean": -21.0},
+                 {"steps": 3_000, "seconds": 180.0, "mean": -14.0}])
+    rllib = side([{"steps": 500, "seconds": 60.0, "mean": -20.5},
+                  {"steps": 2_000, "seconds": 300.0, "mean": -19.0}])
+    r = {"env": "ALE/Pong-v5", "score": -15.0, "window": 100, "esnb": esnb, "rllib": rllib}
+    text = to_score.figure(r)
+    assert text.startswith("<svg") and text.count("<polyline") == 4  # 2 sides x 2 panels
+    assert "agent steps" in text and "minutes" in text and "RLlib" in text
+    assert "stroke-dasharray" in text  # the score
+    # esnb alone (a bench stopped before RLlib): one line a panel
+    assert to_score.figure({**r, "rllib": None}).count("<polyline") == 2
+
+
+def test_a_figure_with_no_folder_to_go_in_is_refused_before_anything_runs(tmp_path):
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "esnb.cli", "bench", "impala-vs-rllib",
+                        "--to-score", "-15", "--rllib-python", "/nonexistent/python",
+                        "--svg", str(tmp_path / "no" / "such" / "f.svg")],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0 and "--svg" in p.stderr and "no folder" in p.stderr

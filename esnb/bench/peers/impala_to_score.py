@@ -278,3 +278,29 @@ def report(r: dict) -> None:
             (s1, t1), (s2, t2) = ours[mark], theirs[mark]
             print(f"    {int(mark):+d}: esnb {t1 / 60:.1f} ({s1 / 1e6:.2f}M), RLlib {t2 / 60:.1f} "
                   f"({s2 / 1e6:.2f}M), RLlib / esnb {t2 / t1:.2f}")
+
+
+def figure(r: dict) -> str:
+    """Both sides' training scores as an SVG (the results page's plot style): against agent
+    steps and against minutes, each over the range both curves cover, the score dashed."""
+    import numpy as np
+
+    from esnb.bench.results import svg
+
+    sides = [(name, np.array([(s, t / 60, m) for s, t, m in r[name]["curve"] if m is not None]))
+             for name in ("esnb", "rllib") if r.get(name)]
+    sides = [(name, c) for name, c in sides if len(c) > 1]
+    panels = []
+    for col, label in ((0, "agent steps"), (1, "minutes")):
+        lo = max(c[0, col] for _, c in sides) if sides else 0.0
+        hi = min(c[-1, col] for _, c in sides) if sides else 0.0
+        x = np.linspace(lo, hi, svg.GRID) if hi > lo else np.zeros(0)
+        series = []
+        for name, c in sides:
+            y = np.interp(x, c[:, col], c[:, 2])
+            series.append(("RLlib" if name == "rllib" else name, y, y, y))
+        panels.append(svg.lines(x, series, f"{r['env']}: training score", label,
+                                f"mean of the last {r.get('window', WINDOW)} games",
+                                offset=col * svg.WIDTH, reference=r["score"]))
+    return svg.figure(panels, f"esnb and RLlib IMPALA, each alone on this machine; dashed: "
+                              f"{r['score']:+g}")

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import statistics
 import sys
+from pathlib import Path
 
 from esnb.bench.common.flags import add_json
 from esnb.bench.common.interpreter import child
@@ -196,6 +197,9 @@ def add_arguments(p) -> None:
                         "laptop preset on this workload (a results seed, e.g. "
                         "docs/results/seeds/impala-pong/seed2) instead of training it again "
                         "[default: none, esnb trains]")
+    p.add_argument("--svg", default=None, metavar="PATH",
+                   help="with --to-score: also draw both sides' training scores against agent "
+                        "steps and minutes into this SVG file [default: none, no figure]")
     add_json(p)
 
 
@@ -292,14 +296,20 @@ def measure_to_score(env: str = ENV, workers: int = 2, score: float = -15.0,
 def run(args) -> int:
     session = Session()
     if args.to_score is not None:
+        if args.svg and not Path(args.svg).resolve().parent.is_dir():
+            raise ValueError(f"--svg {args.svg}: no folder {Path(args.svg).parent} to write it "
+                             f"in (said now, not after the runs)")
         r = measure_to_score(args.env, args.workers, args.to_score, args.max_steps,
                              args.rllib_python, args.screen_size, args.esnb_run)
         print()
         to_score.report(r)
+        if args.svg:
+            Path(args.svg).write_text(to_score.figure(r))
+            print(f"  figure: {args.svg}")
         return session.done(args, r, rerun=f"esnb bench impala-vs-rllib --to-score "
                                            f"{args.to_score:g}")
-    if args.esnb_run is not None:
-        raise ValueError("--esnb-run reads esnb's side of --to-score: give --to-score too")
+    if args.esnb_run is not None or args.svg is not None:
+        raise ValueError("--esnb-run and --svg belong to --to-score: give --to-score too")
     r = measure(args.env, args.workers, args.rounds, args.iterations, args.rllib_python,
                 screen=args.screen_size)
     print()
