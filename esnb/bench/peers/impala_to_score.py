@@ -12,8 +12,10 @@ has sampled ``--max-steps`` agent steps:
 - **RLlib**: its IMPALA's own defaults (Adam 5e-4, entropy 0.01, gradient clip 40), seed 0.
 
 **The score** is the same on both sides: the mean return of the last :data:`WINDOW` whole games
-the actors finished (RLlib's ``episode_return_mean`` with ``metrics_num_episodes_for_smoothing``
-set to it; esnb's history rows pooled back to that many games). The time is wall clock from the
+the actors finished, pooled by :func:`pooled` from each report's finished games and their mean
+(esnb: its history rows; RLlib: a callback's lifetime sums of game returns and games, since its
+``episode_return_mean`` held only the ~12 games finished since the env runners last reported,
+whatever ``metrics_num_episodes_for_smoothing`` said). The time is wall clock from the
 run's start (cluster or Ray node, environments and network built) to the first report at or
 above the score; a side that never gets there reports how far it got.
 """
@@ -75,14 +77,20 @@ print("ESNB-BENCH " + json.dumps({"side": torso.in_shape[-1] if torso else None,
 #: starts before the setup, as esnb's starts before its cluster
 RLLIB_CHILD = r'''
 max_steps, score = int(sys.argv[3]), float(sys.argv[6])
+games, seen, seen_sum = [], 0, 0.0
 while True:
     res = algo.train()
     steps, _ = counts(res)
-    mean = res.get("env_runners", {}).get("episode_return_mean")
-    mean = None if mean is None or mean != mean else float(mean)
-    games = int(find(res, "num_episodes_lifetime"))
+    runners = res.get("env_runners", {})
+    done, total = int(runners.get("esnb_games", 0)), float(runners.get("esnb_game_return_sum", 0))
+    if done > seen:  # the games finished since the last report, and their mean
+        games.append((done - seen, (total - seen_sum) / (done - seen)))
+        seen, seen_sum = done, total
+    mean = pooled(games, WINDOW)
+    reported = runners.get("episode_return_mean")
     print("ESNB-PROGRESS " + json.dumps({"steps": steps, "seconds": time.perf_counter() - t0,
-                                         "games": games, "mean": mean}), flush=True)
+                                         "games": seen, "mean": mean,
+                                         "reported": reported}), flush=True)
     if (mean is not None and mean >= score) or steps >= max_steps:
         break
 out = {"ray": ray.__version__,
@@ -231,7 +239,8 @@ def rllib_to_score(env: str, workers: int, score: float, max_steps: int, screen:
                    python: str, settings: str, setup: str, progress=print) -> dict:
     """RLlib's IMPALA (its defaults) trained in a fresh ``python`` to ``score``."""
     curve = Curve("rllib", score, max_steps, progress)
-    source = "import time\nt0 = time.perf_counter()\n" + settings + setup + RLLIB_CHILD
+    source = ("import time\nt0 = time.perf_counter()\n" + settings + setup
+              + inspect.getsource(pooled) + RLLIB_CHILD)
     return _until_stopped(curve, source, ["rllib", workers, max_steps, screen, env, score],
                           python, progress)
 

@@ -112,6 +112,18 @@ def creator(cfg):
         gym.make(env_id, frameskip=1, repeat_action_probability=0.0), dim=screen, framestack=4)
 
 register_env("esnb-pong", creator)
+
+from ray.rllib.callbacks.callbacks import RLlibCallback
+
+class GameReturns(RLlibCallback):
+    # every finished game's whole return and count as lifetime sums, from which the child
+    # pools the last WINDOW games itself: RLlib's episode_return_mean held only the games
+    # its env runners finished since they last reported (~12 a train() call here), whatever
+    # metrics_num_episodes_for_smoothing says
+    def on_episode_end(self, *, episode, prev_episode_chunks=None, metrics_logger=None, **kw):
+        ret = episode.get_return() + sum(c.get_return() for c in prev_episode_chunks or ())
+        metrics_logger.log_value("esnb_game_return_sum", float(ret), reduce="lifetime_sum")
+        metrics_logger.log_value("esnb_games", 1, reduce="lifetime_sum")
 ray.init(num_cpus=workers + 1, include_dashboard=False, logging_level=logging.ERROR,
          log_to_driver=False)
 config = (IMPALAConfig()
@@ -125,6 +137,7 @@ config = (IMPALAConfig()
               conv_filters=CONV, conv_activation="relu", head_fcnet_hiddens=HEAD,
               head_fcnet_activation="relu", vf_share_layers=True))
           .reporting(metrics_num_episodes_for_smoothing=WINDOW)
+          .callbacks(GameReturns)
           .debugging(seed=0))
 # RLlib's default 0.0 polls the env runners' sample calls with ray.wait(timeout=0), which on
 # this machine never saw an episode batch ready (nothing sampled in 55,000 training_step
