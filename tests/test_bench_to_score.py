@@ -5,6 +5,8 @@ BENCHMARKS.md)."""
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
 from esnb.bench.peers import impala_to_score as to_score
@@ -156,7 +158,7 @@ def add_and_say(self, p):
     add(self, p)
     print("POINT", p["steps"], flush=True)
 to_score.Curve.add = add_and_say
-out = to_score.esnb_to_score("CartPole-v1", 1, 500.0, 10**9, 84,
+out = to_score.esnb_to_score("CartPole-v1", 1, 501.0, 10**9, 84,  # 500 is CartPole's most
                              "UNROLL, BATCH, SLOTS, ENVS = 8, 2, 1, 4\n", print)
 print("RESULT " + json.dumps(out), flush=True)
 '''
@@ -233,3 +235,42 @@ def test_a_figure_with_no_folder_to_go_in_is_refused_before_anything_runs(tmp_pa
                         "--svg", str(tmp_path / "no" / "such" / "f.svg")],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode != 0 and "--svg" in p.stderr and "no folder" in p.stderr
+
+
+def test_rllib_s_score_is_pooled_from_its_games_not_its_own_report(capsys, monkeypatch):
+    """RLlib's child reads each train() result's lifetime sums (games, whole-game returns, from
+    its callback) and pools the last WINDOW games, ignoring RLlib's episode_return_mean (which
+    holds only the games since the last report). RLlib stands in as its result dicts: CI
+    has no Ray; the real child ran from /work/rllib_venv (BENCHMARKS.md)."""
+    import json
+    import sys
+    import time
+    from types import SimpleNamespace
+
+    # lifetime (games, return sum) after each call: 0 games, then 3 at -21, 1 at -19, none,
+    # then 2 at -20; RLlib's own report says something else each time
+    lifetime = [(0, 0.0), (3, -63.0), (4, -82.0), (4, -82.0), (6, -122.0)]
+    calls = iter(range(len(lifetime)))
+
+    def train():
+        i = next(calls)
+        games, total = lifetime[i]
+        return {"env_runners": {"esnb_games": games, "esnb_game_return_sum": total,
+                                "episode_return_mean": 99.0},
+                "num_env_steps_sampled_lifetime": 1000 * (i + 1)}
+
+    module = SimpleNamespace(parameters=lambda: [SimpleNamespace(numel=lambda: 7)])
+    algo = SimpleNamespace(train=train, get_module=lambda: module, stop=lambda: None)
+    namespace = {"algo": algo, "json": json, "sys": sys, "time": time,
+                 "t0": time.perf_counter(), "WINDOW": 4,
+                 "counts": lambda res: (res["num_env_steps_sampled_lifetime"], 0),
+                 "ray": SimpleNamespace(__version__="stand-in", shutdown=lambda: None)}
+    exec(inspect.getsource(to_score.pooled), namespace)
+    monkeypatch.setattr(sys, "argv", ["-c", "rllib", "2", "5000", "84", "ALE/Pong-v5", "-15"])
+    exec(to_score.RLLIB_CHILD, namespace)
+    lines = [json.loads(line.split(" ", 1)[1]) for line in capsys.readouterr().out.splitlines()
+             if line.startswith("ESNB-PROGRESS ")]
+    assert [p["games"] for p in lines] == [0, 3, 4, 4, 6]
+    # under 4 games: no score; then the last 4 games: (-19 - 21 - 21 - 21) / 4, then
+    # (-20 - 20 - 19 - 21) / 4; RLlib's 99.0 never appears
+    assert [p["mean"] for p in lines] == [None, None, -20.5, -20.5, -20.0]

@@ -87,10 +87,8 @@ while True:
         games.append((done - seen, (total - seen_sum) / (done - seen)))
         seen, seen_sum = done, total
     mean = pooled(games, WINDOW)
-    reported = runners.get("episode_return_mean")
     print("ESNB-PROGRESS " + json.dumps({"steps": steps, "seconds": time.perf_counter() - t0,
-                                         "games": seen, "mean": mean,
-                                         "reported": reported}), flush=True)
+                                         "games": seen, "mean": mean}), flush=True)
     if (mean is not None and mean >= score) or steps >= max_steps:
         break
 out = {"ray": ray.__version__,

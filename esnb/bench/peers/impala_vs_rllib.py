@@ -98,6 +98,7 @@ workers, screen, env_id = int(sys.argv[2]), int(sys.argv[4]), sys.argv[5]
 import gymnasium as gym
 import ray
 from ray.rllib.algorithms.impala import IMPALAConfig
+from ray.rllib.callbacks.callbacks import RLlibCallback
 from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 from ray.tune.registry import register_env
 
@@ -113,7 +114,6 @@ def creator(cfg):
 
 register_env("esnb-pong", creator)
 
-from ray.rllib.callbacks.callbacks import RLlibCallback
 
 class GameReturns(RLlibCallback):
     # every finished game's whole return and count as lifetime sums, from which the child
@@ -124,6 +124,8 @@ class GameReturns(RLlibCallback):
         ret = episode.get_return() + sum(c.get_return() for c in prev_episode_chunks or ())
         metrics_logger.log_value("esnb_game_return_sum", float(ret), reduce="lifetime_sum")
         metrics_logger.log_value("esnb_games", 1, reduce="lifetime_sum")
+
+
 ray.init(num_cpus=workers + 1, include_dashboard=False, logging_level=logging.ERROR,
          log_to_driver=False)
 config = (IMPALAConfig()
