@@ -25,6 +25,11 @@ def test_es_scaling_reports_speedup_and_loop_rate(tmp_path):
     # loaded CI machine slowed the raw-step timing enough for loop/raw to read 1.64)
     assert r["speedup"] > 0 and math.isfinite(r["speedup"]) and r["loop_vs_raw"] > 0
     assert math.isfinite(r["loop_vs_raw"]) and 0 < r["cluster_busy"] <= 1.05
+    # two tasks a generation: the slowest is at least the mean, at most all of the work
+    assert 1.0 <= r["task_imbalance"] <= 2.0
+    assert 0.0 <= r["outside_tasks"] < 1.0
+    assert r["worker_cpu_vs_inline"] == pytest.approx(
+        r["steps_per_task_cpu"]["worker"] / r["steps_per_task_cpu"]["inline"])
     assert "speed-up" in p.stdout and "loop/raw" in p.stdout
 
 
@@ -110,6 +115,7 @@ def test_rollout_bench_prints_fractions_of_the_physics(tmp_path):
     # the own-episode limit replays exactly the timed generation's episodes: 4 of them
     assert r["own_episodes"]["episodes"] == 4 and r["own_episodes"]["contacts_per_step"] > 0
     assert r["own_episodes"]["cost_vs_random"] > 0
+    assert r["own_episodes"]["episode_cost"]["min"] <= 1 <= r["own_episodes"]["episode_cost"]["max"]
     assert set(r["es_fraction_of_own_physics"]) == {"now", "before"}
     assert "of the physics" in p.stdout and "of its own episodes'" in p.stdout
 

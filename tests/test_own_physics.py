@@ -34,3 +34,6 @@ def test_recorded_episodes_are_the_runs_and_replay_bit_for_bit(tmp_path):
     assert replay["cost_vs_random"] == pytest.approx(
         replay["random_steps_per_s"] / replay["steps_per_s"], rel=1e-12)
     assert set(replay["contacts_per_step"]) == {"own", "random"}
+    # each episode's cost per step over their mean: spread around 1
+    cost = replay["episode_cost"]
+    assert 0 < cost["min"] <= 1 <= cost["max"] and cost["cv"] >= 0

@@ -128,6 +128,7 @@ def replay_rate(env_id: str, path: str, seed: int = 0) -> dict:
     row, same = 0, True
     seconds = {"own": 0.0, "random": 0.0}
     contacts = {"own": 0, "random": 0}
+    per_step = []  # each own episode's physics seconds per step
     for e in range(len(lengths)):
         nstep, n = int(nsteps[e]), int(lengths[e])
         random_rows = rng.uniform(low, high, (n, len(low)))
@@ -137,15 +138,20 @@ def replay_rate(env_id: str, path: str, seed: int = 0) -> dict:
             for a in rows:
                 data_ctrl[:] = a
                 mj_step(model, data, nstep=nstep)
-            seconds[name] += time.perf_counter() - t0
+            took = time.perf_counter() - t0
+            seconds[name] += took
             if name == "own":
+                per_step.append(took / max(n, 1))
                 same &= bool(np.array_equal(_state(model, data, starts.shape[1], kind), ends[e]))
             contacts[name] += _contacts(model, data, rows, starts[e], nstep) if e < 4 else 0
         row += n
     probe = max(int(lengths[:4].sum()), 1)
+    cost = np.asarray(per_step) / np.mean(per_step)
     return {"steps_per_s": row / seconds["own"], "random_steps_per_s": row / seconds["random"],
             "cost_vs_random": seconds["own"] / seconds["random"], "steps": row, "same": same,
-            "contacts_per_step": {k: v / probe for k, v in contacts.items()}}
+            "contacts_per_step": {k: v / probe for k, v in contacts.items()},
+            "episode_cost": {"cv": float(cost.std()), "min": float(cost.min()),
+                             "max": float(cost.max())}}
 
 
 def _contacts(model, data, rows, start, nstep: int) -> int:
@@ -164,7 +170,10 @@ def _contacts(model, data, rows, start, nstep: int) -> int:
 
 def replay_in_parallel(env_id: str, path: str, processes: int) -> dict:
     """:func:`replay_rate` in ``processes`` fresh interpreters at once: the mean rates (own
-    episodes, random actions), the mean cost against random actions, contacts per step."""
+    episodes, random actions), the mean cost against random actions, contacts per step, and
+    the spread of an episode's physics cost per step (the first process's: its coefficient of
+    variation, least and most over the mean; what leaves one task of a generation slower than
+    another)."""
     procs = [subprocess.Popen([sys.executable, "-m", __name__, "replay", env_id, path, str(i)],
                               stdout=subprocess.PIPE, text=True) for i in range(processes)]
     results = []
@@ -179,7 +188,8 @@ def replay_in_parallel(env_id: str, path: str, processes: int) -> dict:
     return {"own": statistics.mean(r["steps_per_s"] for r in results),
             "random": statistics.mean(r["random_steps_per_s"] for r in results),
             "cost_vs_random": statistics.mean(r["cost_vs_random"] for r in results),
-            "contacts_per_step": results[0]["contacts_per_step"]}
+            "contacts_per_step": results[0]["contacts_per_step"],
+            "episode_cost": results[0]["episode_cost"]}
 
 
 def record_in_child(env_id: str, population: int, warm_up: int, generations: int,

@@ -273,7 +273,8 @@ def measure(env: str = ENV, population: int = 40, repeats: int = 3, steps: int =
     return {"env": env, "population": population, "workers": workers, "pairs": pairs,
             "own_episodes": {**own.info, "cost_vs_random": statistics.median(own_cost),
                              "cost_vs_random_by_round": own_cost,
-                             "contacts_per_step_replayed": replayed["contacts_per_step"]},
+                             "contacts_per_step_replayed": replayed["contacts_per_step"],
+                             "episode_cost": replayed["episode_cost"]},
             "repeats": repeats, "steps_per_s": med, "rounds": rates,
             "fraction_of_physics": {k: v / med["physics"] for k, v in med.items()},
             # ES's workers against the physics run by as many processes at once
@@ -329,6 +330,9 @@ def run(args) -> int:
           f"{own['contacts_per_step']:.2f} contacts per step (random actions from the same "
           f"states: {own['contacts_per_step_replayed']['random']:.2f}); their physics costs "
           f"{own['cost_vs_random']:.2f}x random actions' (interleaved in the same processes)")
+    cost = own["episode_cost"]
+    print(f"  an episode's physics per step, over the mean: {cost['min']:.2f}-{cost['max']:.2f}x "
+          f"(coefficient of variation {cost['cv']:.2f}): what leaves one worker's task slower")
     for name, f in r["es_fraction_of_parallel_physics"].items():
         print(f"  ES end to end ({name}) / physics in {r['workers']} processes at once: "
               f"{f:.2f} of random actions', {r['es_fraction_of_own_physics'][name]:.2f} of its "

@@ -6,6 +6,15 @@ of each and the speed-up, the share of wall time the workers were busy, and the 
 steps/s (steps / task compute time, policy included) against the raw ``env.step`` rate of the
 same environment measured in between. Targets on HalfCheetah-v5 with 2 workers: speed-up >=
 1.8x, rollout loop >= 0.8x raw.
+
+Where the cluster's generation goes beyond its tasks' work, from the run's history (medians
+over the timed generations): ``task_imbalance``, the slowest task's CPU seconds over the mean
+task's (its episodes' physics varies: on HalfCheetah an episode's contacts make its cost vary
+~2x within a generation, and the generation waits for its slowest task), and ``outside_tasks``, the
+share of the generation's rollout wall time (from sending its tasks to holding their results)
+outside its slowest task: sending, scheduling, the results' way back. And ``worker_cpu_vs_inline``:
+the steps a worker's task makes per CPU second against the inline task's (two processes
+sharing the machine's caches, a task of half the episodes).
 """
 
 from __future__ import annotations
@@ -38,6 +47,14 @@ def _raw_rate(cfg, steps: int) -> float:
     return raw_step_rate(cfg, steps)["steps_per_s"]
 
 
+def _steps_per_task_cpu(history) -> float:
+    """Env steps per CPU second of the rollout tasks over the timed generations (a task's CPU
+    counts only its own thread: what a slower core, a shared cache or a smaller batch changes,
+    not the waits of a preempted worker)."""
+    timed = history.iloc[1:]
+    return float(history.env_steps.diff().iloc[1:].sum() / timed.task_cpu.sum())
+
+
 def measure(env: str = ENV, generations: int = 6, population: int | None = None,
             workers: int = 2, raw_steps: int = 20_000, progress=print) -> dict:
     """``population`` None: ESConfig's."""
@@ -67,6 +84,10 @@ def measure(env: str = ENV, generations: int = 6, population: int | None = None,
         # the rollout loop's own rate: steps over task compute time (inline: one task a gen)
         loop_rate = float(np.median(hi.steps_per_s / hi.busy))
         same = bool(np.array_equal(inline.theta, dist.theta))
+        timed = hd.iloc[1:]
+        cpu_inline, cpu_worker = _steps_per_task_cpu(hi), _steps_per_task_cpu(hd)
+        imbalance = float(np.median(timed.task_cpu_max / (timed.task_cpu / timed.tasks)))
+        outside = float(np.median((timed.gen_time - timed.task_max) / timed.gen_time))
     finally:
         client.close()
     raw_rate = float(np.median(raw))
@@ -79,6 +100,10 @@ def measure(env: str = ENV, generations: int = 6, population: int | None = None,
         "cluster_steps_per_s": float(dist_rate),
         "speedup": float(dist_rate / inline_rate),
         "cluster_busy": float(hd.busy.median()),
+        "task_imbalance": imbalance,
+        "outside_tasks": outside,
+        "steps_per_task_cpu": {"inline": cpu_inline, "worker": cpu_worker},
+        "worker_cpu_vs_inline": cpu_worker / cpu_inline,
         "rollout_loop_steps_per_s": loop_rate,
         "raw_env_steps_per_s": raw_rate,
         "loop_vs_raw": loop_rate / raw_rate,
@@ -97,6 +122,11 @@ def run(args) -> int:
     print(f"  LocalCluster {r['workers']} workers  {r['cluster_steps_per_s']:>10,.0f} env steps/s"
           f"   speed-up {r['speedup']:.2f}x (target >= 1.8x)")
     print(f"  workers busy            {r['cluster_busy']:>10.1%} of wall time")
+    cpu = r["steps_per_task_cpu"]
+    print(f"  a worker's CPU second   {r['worker_cpu_vs_inline']:>10.3f} of inline's "
+          f"({cpu['worker']:,.0f} and {cpu['inline']:,.0f} steps per task CPU second)")
+    print(f"  slowest task / mean     {r['task_imbalance']:>10.3f} (CPU seconds, median)")
+    print(f"  outside the slowest task{r['outside_tasks']:>10.1%} of a generation's rollout time")
     print(f"  rollout loop            {r['rollout_loop_steps_per_s']:>10,.0f} steps/s")
     print(f"  raw env.step            {r['raw_env_steps_per_s']:>10,.0f} steps/s"
           f"   loop/raw {r['loop_vs_raw']:.2f} (target >= 0.8)")
