@@ -123,10 +123,10 @@ def run(args) -> int:
           f"   speed-up {r['speedup']:.2f}x (target >= 1.8x)")
     print(f"  workers busy            {r['cluster_busy']:>10.1%} of wall time")
     cpu = r["steps_per_task_cpu"]
-    print(f"  a worker's CPU second   {r['worker_cpu_vs_inline']:>10.3f} of inline's "
-          f"({cpu['worker']:,.0f} and {cpu['inline']:,.0f} steps per task CPU second)")
+    print(f"  steps per task CPU-s    {r['worker_cpu_vs_inline']:>10.3f} on a worker of inline's "
+          f"({cpu['worker']:,.0f} against {cpu['inline']:,.0f})")
     print(f"  slowest task / mean     {r['task_imbalance']:>10.3f} (CPU seconds, median)")
-    print(f"  outside the slowest task{r['outside_tasks']:>10.1%} of a generation's rollout time")
+    print(f"  outside slowest task    {r['outside_tasks']:>10.1%} of a generation's rollout time")
     print(f"  rollout loop            {r['rollout_loop_steps_per_s']:>10,.0f} steps/s")
     print(f"  raw env.step            {r['raw_env_steps_per_s']:>10,.0f} steps/s"
           f"   loop/raw {r['loop_vs_raw']:.2f} (target >= 0.8)")
