@@ -7,14 +7,14 @@ steps/s (steps / task compute time, policy included) against the raw ``env.step`
 same environment measured in between. Targets on HalfCheetah-v5 with 2 workers: speed-up >=
 1.8x, rollout loop >= 0.8x raw.
 
-Where the cluster's generation goes beyond its tasks' work, from the run's history (medians
-over the timed generations): ``task_imbalance``, the slowest task's CPU seconds over the mean
-task's (its episodes' physics varies: on HalfCheetah an episode's contacts make its cost vary
-~2x within a generation, and the generation waits for its slowest task), and ``outside_tasks``, the
-share of the generation's rollout wall time (from sending its tasks to holding their results)
-outside its slowest task: sending, scheduling, the results' way back. And ``worker_cpu_vs_inline``:
-the steps a worker's task makes per CPU second against the inline task's (two processes
-sharing the machine's caches, a task of half the episodes).
+Where the cluster's generation goes beyond its tasks' work, from the run's history (over the
+timed generations): ``worker_cpu_vs_inline``, the steps a worker's task makes per CPU second
+against the inline task's (two processes sharing the machine's caches, a task of half the
+episodes); ``task_imbalance``, the median of the slowest task's CPU seconds over the mean
+task's (on HalfCheetah an episode's contacts make its physics cost vary ~2x within a
+generation, and the generation waits for its slowest task); and ``outside_tasks``, the median
+share of a generation's rollout wall time (from sending its tasks to holding their results)
+outside its slowest task: sending, scheduling, the results' way back.
 """
 
 from __future__ import annotations
@@ -47,12 +47,12 @@ def _raw_rate(cfg, steps: int) -> float:
     return raw_step_rate(cfg, steps)["steps_per_s"]
 
 
-def _steps_per_task_cpu(history) -> float:
-    """Env steps per CPU second of the rollout tasks over the timed generations (a task's CPU
-    counts only its own thread: what a slower core, a shared cache or a smaller batch changes,
-    not the waits of a preempted worker)."""
-    timed = history.iloc[1:]
-    return float(history.env_steps.diff().iloc[1:].sum() / timed.task_cpu.sum())
+def _steps_per(history, seconds: str) -> float:
+    """Env steps of ``history``'s generations after its first over their ``seconds`` column's
+    sum: ``gen_time`` gives the run's rate, ``task_cpu`` its tasks' steps per CPU second (a
+    task's CPU counts only its own thread: what a slower core, a shared cache or a smaller
+    batch changes, not the waits of a preempted worker)."""
+    return float(history.env_steps.diff().iloc[1:].sum() / history[seconds].iloc[1:].sum())
 
 
 def measure(env: str = ENV, generations: int = 6, population: int | None = None,
@@ -79,13 +79,12 @@ def measure(env: str = ENV, generations: int = 6, population: int | None = None,
                      f"{inline.records[-1]['steps_per_s']:,.0f} steps/s, cluster "
                      f"{dist.records[-1]['steps_per_s']:,.0f} steps/s")
         hi, hd = inline.history.iloc[1:], dist.history.iloc[1:]
-        inline_rate = hi.env_steps.diff().iloc[1:].sum() / hi.gen_time.iloc[1:].sum()
-        dist_rate = hd.env_steps.diff().iloc[1:].sum() / hd.gen_time.iloc[1:].sum()
+        inline_rate, dist_rate = _steps_per(hi, "gen_time"), _steps_per(hd, "gen_time")
         # the rollout loop's own rate: steps over task compute time (inline: one task a gen)
         loop_rate = float(np.median(hi.steps_per_s / hi.busy))
         same = bool(np.array_equal(inline.theta, dist.theta))
         timed = hd.iloc[1:]
-        cpu_inline, cpu_worker = _steps_per_task_cpu(hi), _steps_per_task_cpu(hd)
+        cpu_inline, cpu_worker = _steps_per(hi, "task_cpu"), _steps_per(hd, "task_cpu")
         imbalance = float(np.median(timed.task_cpu_max / (timed.task_cpu / timed.tasks)))
         outside = float(np.median((timed.gen_time - timed.task_max) / timed.gen_time))
     finally:
@@ -96,9 +95,9 @@ def measure(env: str = ENV, generations: int = 6, population: int | None = None,
         "workers": workers,
         "population": cfg.population,
         "generations": generations,
-        "inline_steps_per_s": float(inline_rate),
-        "cluster_steps_per_s": float(dist_rate),
-        "speedup": float(dist_rate / inline_rate),
+        "inline_steps_per_s": inline_rate,
+        "cluster_steps_per_s": dist_rate,
+        "speedup": dist_rate / inline_rate,
         "cluster_busy": float(hd.busy.median()),
         "task_imbalance": imbalance,
         "outside_tasks": outside,
