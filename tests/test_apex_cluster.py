@@ -30,9 +30,9 @@ def test_apex_on_a_cluster_reports_every_part_and_restarts_its_loops(client):
                   eval_interval=0, replay_checkpoint="", learner_chunk=8)
     try:
         runner.start(learner_steps=40)
-        wait_for(lambda: runner.backend.loops_running == 2, 30, "two actor loops")
         runner.wait(120)
         h = runner.history
+        assert (h.loops_running == 2).any()  # two actor loops (4 actors, 2 workers) ran
         last = h.iloc[-1]
         assert last.learner_steps >= 40 and last.env_steps >= 500  # min_size came first
         assert last.replay_inserted >= 500 and last.replay_duplicates == 0

@@ -100,8 +100,12 @@ ATTACH_CELL = (
     f'import esnb; run = esnb.attach("{OUTLIVES}"); remote_board = esnb.dashboard(run); '
     'remote_board'
 )
+# the run logs a change with the first generation that uses it: wait (up to 60 s) for that
+# generation before reading the log, as one line (a typed cell is one line here)
 RECORD_CELL = (
-    'import json, os; c = run.changes; print("ESNB-ATTACHED " + json.dumps({"kernel": os.getpid(), '
+    'import json, os, time; next((i for i in range(600) if "sigma" in set(run.changes.name) '
+    'or time.sleep(0.1)), None); '
+    'c = run.changes; print("ESNB-ATTACHED " + json.dumps({"kernel": os.getpid(), '
     '"changes": [[int(g), n, str(v), o] for g, n, v, o in zip(c.generation, c.name, c.new, '
     'c.origin)], "iteration": run.iteration})); run.stop(); run.wait(120); '
     'print("ESNB-STOPPED", run.state)'

@@ -149,17 +149,28 @@ def test_driver_killed_resumes_bitwise(fault_free, tmp_path, client):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == -signal.SIGKILL
-    time.sleep(0.5)
-    assert not [p for p in group if psutil.pid_exists(p)
+
+    def alive():
+        return [p for p in group if psutil.pid_exists(p)
                 and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+    deadline = time.monotonic() + 30  # the kernel reaps them; a loaded machine takes longer
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive()
 
     resumed = ES.load(ck, client=client)
     done = resumed.iteration
-    assert 3 <= done < GENS
-    resumed.step(GENS - done)
-    assert np.array_equal(resumed.theta, fault_free.theta)
-    assert np.array_equal(resumed.obs_stats.sum, fault_free.obs_stats.sum)
+    assert done >= 3
+    # the fault-free run goes past the checkpoint, unless the kill came late (a fast machine)
+    reference = fault_free
+    if done >= GENS:
+        reference = ES(**CFG, client=False)
+        reference.step(done + 1)
+    resumed.step(reference.iteration - done)
+    assert np.array_equal(resumed.theta, reference.theta)
+    assert np.array_equal(resumed.obs_stats.sum, reference.obs_stats.sum)
     h = resumed.history
-    assert np.array_equal(h.return_mean, fault_free.history.return_mean)
-    assert np.array_equal(h.eval_return, fault_free.history.eval_return, equal_nan=True)
-    assert np.array_equal(h.env_steps, fault_free.history.env_steps)
+    assert np.array_equal(h.return_mean, reference.history.return_mean)
+    assert np.array_equal(h.eval_return, reference.history.eval_return, equal_nan=True)
+    assert np.array_equal(h.env_steps, reference.history.env_steps)

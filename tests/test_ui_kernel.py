@@ -28,7 +28,9 @@ while runner.iteration < 5:
 board.panel.fields["sigma"].value = 0.05
 runner.wait()
 board.plot.wait_drawn()
-time.sleep(0.6)  # the status line catches up (the pump refreshes it 4x a second)
+deadline = time.monotonic() + 60  # the status line catches up (the pump refreshes it 4x a second)
+while "finished" not in board.panel.status.value and time.monotonic() < deadline:
+    time.sleep(0.05)
 """
 
 
