@@ -3,6 +3,7 @@ timed on the same actions; the bench refuses to report if the two wrappers' fram
 Budgets are agent steps, not seconds."""
 
 import json
+import statistics
 
 import pytest
 
@@ -22,8 +23,11 @@ def test_bench_atari_frames_prints_and_writes_its_figures(tmp_path, capsys):
     s = r["seconds"]
     assert all(s[k] > 0 for k in frames.KINDS)
     assert r["speedup"] == pytest.approx(s["gymnasium"] / s["esnb"])
-    # preprocessing costs on top of the emulator's 4 frames, whichever wrapper does it
-    assert r["over_emulator"]["esnb"] > 1 and r["over_emulator"]["gymnasium"] > 1
+    # each wrapper's median time over the emulator's, from the same medians (how far above 1
+    # they sit is a figure for BENCHMARKS.md: a timed assertion would race a loaded machine)
+    med = {k: statistics.median(v) for k, v in r["all"].items()}
+    for k in ("esnb", "gymnasium"):
+        assert r["over_emulator"][k] == pytest.approx(med[k] / med["emulator"])
 
 
 def test_frames_that_differ_are_an_error_not_a_figure(monkeypatch):
