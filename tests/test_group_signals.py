@@ -92,8 +92,8 @@ def test_a_signal_to_the_process_group_stops_the_run_cleanly(tmp_path, algo):
     lines = [ln for ln in err.splitlines() if "resume with:" in ln]
     assert len(lines) == 1 and f"--resume {out}" in lines[0], err
     assert lines[0].startswith(f"esnb: {signal.Signals(sig).name}: ")
-    assert not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
     assert drained(proc) == []  # the driver closed its cluster: nothing is left behind
+    assert not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
     stopped = saved_iteration(out / "checkpoint.npz")
     history = pd.read_csv(out / "history.csv")
     assert stopped >= 1 and len(history) == stopped

@@ -37,8 +37,8 @@ def test_the_theta_file_of_a_killed_run_is_collected_at_the_next_start(tmp_path)
     finally:
         os.killpg(killed.pid, signal.SIGKILL)  # the driver, its cluster and its workers
         killed.communicate()
-    left = theta_files(shm)
-    assert len(left) == 1 and left[0].startswith(f"{PREFIX}{killed.pid}-")
+    left = theta_files(shm)  # one, or two if the kill fell between a publish's replace and
+    assert left and all(f.startswith(f"{PREFIX}{killed.pid}-") for f in left)  # its removal
 
     alive = shm / f"{PREFIX}{os.getpid()}-a-run-still-going-3.npy"  # this process: alive
     np.save(alive, np.zeros(3, np.float32))
